@@ -1,0 +1,49 @@
+"""Builds ELECTRA networks from an `ElectraConfig`."""
+
+from electra_tf.models.embeddings import ElectraEmbeddings
+from electra_tf.models.encoder import ElectraEncoder
+
+
+def build_embeddings(config, name="embeddings"):
+    return ElectraEmbeddings(
+        vocab_size=config.vocab_size,
+        embedding_dim=config.embedding_size,
+        max_positions=config.max_position_embeddings,
+        num_segments=config.type_vocab_size,
+        dropout=config.hidden_dropout_prob,
+        layer_norm_epsilon=config.layer_norm_eps,
+        initializer_range=config.initializer_range,
+        name=name,
+    )
+
+
+def build_encoder(config, embeddings=None, name="discriminator"):
+    """The discriminator-shaped encoder (width H); builds embeddings if not given."""
+    return ElectraEncoder(
+        embeddings if embeddings is not None else build_embeddings(config),
+        hidden_dim=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        activation=config.hidden_act,
+        layer_norm_epsilon=config.layer_norm_eps,
+        initializer_range=config.initializer_range,
+        name=name,
+    )
+
+
+def build_generator_encoder(config, embeddings, name="generator"):
+    """The generator's encoder: width H*fraction, heads width//64, FFN 4*width."""
+    return ElectraEncoder(
+        embeddings,
+        hidden_dim=config.generator_hidden_dim,
+        num_layers=config.generator_num_layers,
+        num_heads=config.generator_num_heads,
+        intermediate_dim=config.generator_intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        activation=config.hidden_act,
+        layer_norm_epsilon=config.layer_norm_eps,
+        initializer_range=config.initializer_range,
+        name=name,
+    )

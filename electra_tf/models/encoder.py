@@ -1,0 +1,133 @@
+"""The Transformer encoder used by both the generator and the discriminator."""
+
+import keras
+import keras_hub
+
+from electra_tf.models.embeddings import ElectraEmbeddings
+from electra_tf.models.initializers import electra_initializer
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraEncoder(keras.layers.Layer):
+    """Embeddings -> optional E->H projection -> post-LN Transformer layers.
+
+    The layer layout mirrors `keras_hub.models.ElectraBackbone` one to one
+    (token/position/segment embeddings, embeddings LayerNorm, projection,
+    `TransformerEncoder` blocks), except that the activation is the exact erf
+    GELU of the original ELECTRA (keras-hub uses the tanh approximation) and
+    there is no pooler (the original has none).
+
+    Args:
+        embeddings: an `ElectraEmbeddings` layer. Pass the same instance to two
+            encoders to share the tables (ELECTRA's tied embeddings).
+        hidden_dim: H, the Transformer width.
+        num_layers: number of Transformer blocks.
+        num_heads: attention heads per block.
+        intermediate_dim: feed-forward width.
+        dropout: dropout of attention probabilities and residual branches.
+        activation: "gelu" (exact, reference) or "gelu_approximate".
+        layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
+        initializer_range: stddev of the truncated-normal initializer.
+
+    Inputs: a dict with int `input_ids`, `input_mask` (1 = real token) and
+    `segment_ids`, each [batch, seq]. Output: [batch, seq, hidden_dim].
+
+    Example:
+
+    >>> emb = ElectraEmbeddings(vocab_size=100, embedding_dim=8)
+    >>> enc = ElectraEncoder(emb, hidden_dim=16, num_layers=1, num_heads=2,
+    ...                      intermediate_dim=32)
+    >>> ids = np.ones((2, 5), "int32")
+    >>> enc({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}).shape
+    TensorShape([2, 5, 16])
+    """
+
+    def __init__(
+        self,
+        embeddings,
+        hidden_dim,
+        num_layers,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(embeddings, dict):
+            embeddings = keras.layers.deserialize(embeddings)
+        self.embeddings = embeddings
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        init = electra_initializer(initializer_range)
+        self.embeddings_projection = None
+        if embeddings.embedding_dim != hidden_dim:
+            self.embeddings_projection = keras.layers.Dense(
+                hidden_dim, kernel_initializer=init, dtype=self.dtype_policy,
+                name="embeddings_projection",
+            )
+        act = (
+            (lambda x: keras.activations.gelu(x, approximate=True))
+            if activation == "gelu_approximate"
+            else keras.activations.gelu
+        )
+        self.transformer_layers = [
+            keras_hub.layers.TransformerEncoder(
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                activation=act,
+                layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=electra_initializer(initializer_range),
+                dtype=self.dtype_policy,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+
+    def build(self, input_shape):
+        ids_shape = tuple(input_shape["input_ids"])
+        if not self.embeddings.built:
+            self.embeddings.build(ids_shape, ids_shape)
+        emb_shape = ids_shape + (self.embeddings.embedding_dim,)
+        if self.embeddings_projection is not None:
+            self.embeddings_projection.build(emb_shape)
+        hidden_shape = ids_shape + (self.hidden_dim,)
+        for layer in self.transformer_layers:
+            layer.build(hidden_shape)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+        if self.embeddings_projection is not None:
+            x = self.embeddings_projection(x)
+        padding_mask = inputs["input_mask"]
+        for layer in self.transformer_layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+        return x
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape["input_ids"]) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            embeddings=keras.layers.serialize(self.embeddings),
+            hidden_dim=self.hidden_dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+        )
+        return config

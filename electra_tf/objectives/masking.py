@@ -1,0 +1,116 @@
+"""Choosing and masking the positions the generator must fill, with static shapes.
+
+Everything here is stateless (explicit seeds) and shape-static so it runs inside
+an XLA-compiled, distributed train step.
+"""
+
+from typing import NamedTuple, Sequence
+
+import tensorflow as tf
+
+from electra_tf.objectives.random import row_uniform
+
+
+class MaskedBatch(NamedTuple):
+    input_ids: tf.Tensor  # [B, L] ids with [MASK] written at ~85% of chosen positions
+    positions: tf.Tensor  # [B, P] chosen positions; unused slots point at 0
+    original_ids: tf.Tensor  # [B, P] ids at `positions` before masking (0 in unused slots)
+    weights: tf.Tensor  # [B, P] float32, 1 for a used slot, 0 otherwise
+
+
+def num_to_predict(input_mask, max_predictions, mask_prob):
+    """Per-example count: max(1, min(P, round(non_pad_tokens * mask_prob))).
+
+    As in the reference, [CLS]/[SEP] count as tokens here (they are part of
+    `input_mask`) even though they can never be chosen. `tf.round` rounds half to
+    even, like the reference.
+    """
+    num_tokens = tf.reduce_sum(tf.cast(input_mask, tf.float32), axis=-1)
+    count = tf.cast(tf.round(num_tokens * mask_prob), tf.int32)
+    return tf.maximum(1, tf.minimum(max_predictions, count))
+
+
+def candidate_mask(input_ids, input_mask, never_masked_ids: Sequence[int]):
+    """True where a token may be masked: real tokens other than [CLS]/[SEP]/[MASK]."""
+    allowed = tf.cast(input_mask, tf.bool)
+    for token_id in never_masked_ids:
+        allowed &= tf.not_equal(input_ids, token_id)
+    return allowed
+
+
+def replace_at_positions(input_ids, positions, values, weights):
+    """Writes `values` [B, P] at `positions` [B, P] where `weights` > 0.
+
+    Positions within a row are distinct (see `mask_tokens`), so a one-hot sum
+    is an exact scatter; it avoids `tensor_scatter_nd_update`, which XLA on TPU
+    handles poorly with batch-dependent indices.
+    """
+    seq_len = tf.shape(input_ids)[1]
+    hits = tf.one_hot(positions, seq_len, dtype=tf.int32) * tf.cast(weights > 0, tf.int32)[..., None]
+    written = tf.reduce_sum(hits, axis=1) > 0  # [B, L]
+    new_values = tf.reduce_sum(hits * tf.cast(values, tf.int32)[..., None], axis=1)
+    return tf.where(written, new_values, tf.cast(input_ids, tf.int32))
+
+
+def mask_tokens(
+    input_ids,
+    input_mask,
+    *,
+    max_predictions: int,
+    mask_prob: float,
+    mask_token_id: int,
+    never_masked_ids: Sequence[int],
+    seed,
+    row_ids=None,
+    keep_original_prob: float = 0.15,
+) -> MaskedBatch:
+    """Chooses positions to predict and masks them (ELECTRA's `pretrain_helpers.mask`).
+
+    Positions are drawn uniformly *without* replacement among the candidates
+    (random scores + top-k). The reference draws with `tf.random.categorical`,
+    i.e. with replacement, so a slot can repeat a position; we avoid that
+    duplicate-weight quirk. When a row has fewer candidates than its count, all
+    candidates are used. Of the chosen positions, a fraction `1 -
+    keep_original_prob` (85%) becomes [MASK]; the rest keep the original token.
+
+    Args:
+        input_ids: int [B, L].
+        input_mask: int [B, L], 1 for real tokens.
+        max_predictions: P, the static number of prediction slots.
+        mask_prob: fraction of tokens to predict (0.15 in the paper).
+        mask_token_id: id of [MASK] in the vocabulary.
+        never_masked_ids: ids that are never chosen ([CLS], [SEP], [MASK]).
+        seed: int tensor [2]; with `row_ids` it determines every draw.
+        row_ids: int [B] stable example ids (default 0..B-1); see `random.py`.
+        keep_original_prob: fraction of chosen positions left unmasked.
+    """
+    input_ids = tf.cast(input_ids, tf.int32)
+    seed = tf.cast(seed, tf.int64)
+    seed_positions = tf.stack([seed[0] * 2, seed[1]])
+    seed_keep = tf.stack([seed[0] * 2 + 1, seed[1]])
+    seq_len = input_ids.shape[1]
+    if seq_len is None:
+        raise ValueError("mask_tokens needs a static sequence length (batch with drop_remainder/padding)")
+    if row_ids is None:
+        row_ids = tf.range(tf.shape(input_ids)[0], dtype=tf.int64)
+
+    candidates = candidate_mask(input_ids, input_mask, never_masked_ids)
+    count = tf.minimum(
+        num_to_predict(input_mask, max_predictions, mask_prob),
+        tf.reduce_sum(tf.cast(candidates, tf.int32), axis=-1),
+    )
+    # Uniform scores in [0, 1) for candidates, -1 elsewhere: top-k is a uniform
+    # random subset of the candidates, in random order.
+    scores = row_uniform(seed_positions, row_ids, [seq_len])
+    scores = tf.where(candidates, scores, -tf.ones_like(scores))
+    _, top = tf.math.top_k(scores, k=max_predictions)
+    weights = tf.sequence_mask(count, max_predictions, dtype=tf.float32)
+    positions = top * tf.cast(weights, tf.int32)
+    original_ids = tf.gather(input_ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
+
+    to_mask = row_uniform(seed_keep, row_ids, [max_predictions]) >= keep_original_prob
+    mask_weights = weights * tf.cast(to_mask, tf.float32)
+    masked_ids = replace_at_positions(
+        input_ids, positions, tf.fill(tf.shape(positions), mask_token_id), mask_weights
+    )
+    return MaskedBatch(masked_ids, positions, original_ids, weights)

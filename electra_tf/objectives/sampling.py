@@ -1,0 +1,30 @@
+"""Sampling replacement tokens from the generator."""
+
+import tensorflow as tf
+
+from electra_tf.objectives.random import row_uniform
+
+
+def sample_from_logits(logits, *, seed, row_ids=None, temperature: float = 1.0, disallow_ids=None):
+    """Draws one id per row of `logits` [..., V] with the Gumbel-max trick.
+
+    argmax(logits / T + Gumbel noise) is an exact sample from softmax(logits / T).
+    No gradient flows through the sample (ELECTRA trains the generator by
+    maximum likelihood only).
+
+    Args:
+        logits: float [B, P, V] generator logits.
+        seed: int tensor [2]; with `row_ids` it determines the noise.
+        row_ids: int [B] stable example ids (default 0..B-1); see `random.py`.
+        temperature: softmax temperature (1.0 in the paper).
+        disallow_ids: optional int [B, P]; those ids are never sampled
+            (the reference's `disallow_correct` option).
+    """
+    logits = tf.stop_gradient(tf.cast(logits, tf.float32)) / temperature
+    if disallow_ids is not None:
+        logits -= 1000.0 * tf.one_hot(disallow_ids, tf.shape(logits)[-1], dtype=tf.float32)
+    if row_ids is None:
+        row_ids = tf.range(tf.shape(logits)[0], dtype=tf.int64)
+    uniform = row_uniform(seed, row_ids, logits.shape[1:])
+    gumbel = -tf.math.log(-tf.math.log(uniform))
+    return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
