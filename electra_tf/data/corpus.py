@@ -1,0 +1,251 @@
+"""Finding corpus files and streaming their lines with bounded memory.
+
+Everything goes through `tf.io.gfile` so that gs:// (and other TF file systems)
+work like local paths. TensorFlow is imported lazily: bad paths are reported
+before paying the ~3 s TF import.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import glob as _glob
+from typing import Dict, Iterator, List, Sequence
+
+from electra_tf.data.errors import DataError
+
+_GLOB_CHARS = set("*?[")
+# Bytes checked for NUL at the start of each file (git uses the same heuristic).
+BINARY_SNIFF_BYTES = 8192
+READ_CHUNK_BYTES = 1 << 22
+
+
+def _gfile():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+# --- counting decoder -------------------------------------------------------
+_REPLACED = [0]
+
+
+def _count_and_replace(exc: UnicodeDecodeError):
+    _REPLACED[0] += exc.end - exc.start
+    return ("\ufffd", exc.end)
+
+
+codecs.register_error("electra_tf_count_replace", _count_and_replace)
+
+
+def decode_counting(data: bytes) -> tuple:
+    """Decodes UTF-8, replacing invalid bytes with U+FFFD.
+
+    Returns:
+      (text, number of invalid bytes replaced).
+    """
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        _REPLACED[0] = 0
+        text = data.decode("utf-8", errors="electra_tf_count_replace")
+        return text, _REPLACED[0]
+
+
+# --- path expansion ----------------------------------------------------------
+def expand_corpus(patterns: Sequence[str]) -> List[str]:
+    """Turns files, directories and globs into a sorted, de-duplicated file list.
+
+    Args:
+      patterns: paths as given on the command line. Directories are walked
+        recursively (hidden files skipped); globs must match at least one file.
+
+    Raises:
+      DataError: a pattern matches nothing, or no pattern was given.
+    """
+    if not patterns:
+        raise DataError("no corpus given; pass --corpus with text files, directories or globs")
+    files: List[str] = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = _expand_one(pattern)
+        if not matched:
+            raise DataError(
+                f"corpus path {pattern!r} matches no file; check the path (files, directories or globs)"
+            )
+        files.extend(matched)
+    seen = set()
+    unique = []
+    for f in files:
+        if f not in seen:
+            seen.add(f)
+            unique.append(f)
+    return unique
+
+
+def _expand_one(pattern: str) -> List[str]:
+    if _is_remote(pattern):
+        gfile = _gfile()
+        if any(c in pattern for c in _GLOB_CHARS):
+            return sorted(p for p in gfile.glob(pattern) if not gfile.isdir(p))
+        if gfile.isdir(pattern):
+            out = []
+            for root, _, names in gfile.walk(pattern):
+                out.extend(f"{root.rstrip('/')}/{n}" for n in names if not n.startswith("."))
+            return sorted(out)
+        return [pattern] if gfile.exists(pattern) else []
+    import os  # local paths: plain os is much faster than gfile and needs no TF
+
+    if any(c in pattern for c in _GLOB_CHARS):
+        return sorted(p for p in _glob.glob(pattern, recursive=True) if os.path.isfile(p))
+    if os.path.isdir(pattern):
+        out = []
+        for root, dirs, names in os.walk(pattern):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            out.extend(os.path.join(root, n) for n in names if not n.startswith("."))
+        return sorted(out)
+    return [pattern] if os.path.isfile(pattern) else []
+
+
+def file_size(path: str) -> int:
+    if _is_remote(path):
+        return int(_gfile().stat(path).length)
+    import os
+
+    return os.path.getsize(path)
+
+
+def open_binary(path: str):
+    if _is_remote(path):
+        return _gfile().GFile(path, "rb")
+    return open(path, "rb")  # pylint: disable=consider-using-with
+
+
+def check_text_file(path: str) -> bool:
+    """Rejects binary files; says whether the file holds any non-blank text.
+
+    Raises:
+      DataError: the file has NUL bytes near its start (binary or UTF-16).
+    """
+    with open_binary(path) as f:
+        head = f.read(BINARY_SNIFF_BYTES)
+        nul = head.find(b"\x00")
+        if nul >= 0:
+            raise DataError(
+                f"corpus file {path!r} looks binary (NUL byte at offset {nul}); "
+                f"remove it from --corpus or convert it to UTF-8 text"
+            )
+        chunk = head
+        while chunk:
+            if chunk.strip() and decode_counting(chunk)[0].strip():
+                return True
+            chunk = f.read(READ_CHUNK_BYTES)
+    return False
+
+
+# --- streaming lines -----------------------------------------------------------
+@dataclasses.dataclass
+class ReadStats:
+    """What was repaired while reading (reported, never silent)."""
+
+    invalid_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
+    long_lines_cut: Dict[str, int] = dataclasses.field(default_factory=dict)
+    bytes_read: int = 0
+
+    def add(self, other: "ReadStats") -> None:
+        for mine, theirs in ((self.invalid_bytes, other.invalid_bytes),
+                             (self.long_lines_cut, other.long_lines_cut)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.bytes_read += other.bytes_read
+
+
+def _cut_long_line(line: bytes, limit: int) -> bytes:
+    """Keeps at most `limit` bytes, cut at a space or at least a UTF-8 boundary."""
+    head = line[:limit]
+    space = head.rfind(b" ")
+    if space > limit // 2:
+        return head[:space]
+    end = len(head)
+    # Back off over UTF-8 continuation bytes so no character is split.
+    while end > 0 and (head[end - 1] & 0xC0) == 0x80:
+        end -= 1
+    if end > 0 and head[end - 1] >= 0xC0:
+        end -= 1
+    return head[:end]
+
+
+def iter_lines(path: str, start: int, end: int, stats: ReadStats,
+               max_line_bytes: int, progress=None) -> Iterator[str]:
+    """Yields the decoded lines of `path` in the byte range [start, end).
+
+    `start` must be at a line start. Lines longer than `max_line_bytes` are cut
+    (counted in `stats.long_lines_cut`) so a file without newlines cannot
+    exhaust memory; invalid UTF-8 is replaced and counted.
+
+    Args:
+      path: local or gfile path.
+      start: first byte (a line start).
+      end: byte offset to stop at (a line start, or the file size).
+      stats: ReadStats updated in place.
+      max_line_bytes: longest line kept whole.
+      progress: optional callable(bytes) called as chunks are consumed.
+    """
+    if end <= start:
+        return
+    with open_binary(path) as f:
+        f.seek(start)
+        pos = start
+        pending = b""  # an unfinished line carried between chunks
+        skipping = False  # inside an over-long line whose head was already yielded
+        while pos < end:
+            data = f.read(min(READ_CHUNK_BYTES, end - pos))
+            if not data:
+                break
+            pos += len(data)
+            stats.bytes_read += len(data)
+            if progress is not None:
+                progress(len(data))
+            data = pending + data
+            last_nl = data.rfind(b"\n")
+            if last_nl < 0 and pos < end:
+                if skipping:
+                    pending = b""
+                elif len(data) > max_line_bytes:
+                    yield from _decode_lines(_cut_long_line(data, max_line_bytes), path, stats)
+                    stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
+                    skipping, pending = True, b""
+                else:
+                    pending = data
+                continue
+            if pos >= end:
+                body, pending = data, b""
+            else:
+                body, pending = data[:last_nl], data[last_nl + 1:]
+            if skipping:
+                nl = body.find(b"\n")
+                body = b"" if nl < 0 else body[nl + 1:]
+                skipping = False
+                if not body:
+                    continue
+            lines = body.split(b"\n")
+            if body.endswith(b"\n"):
+                lines.pop()
+            for i, raw in enumerate(lines):
+                if len(raw) > max_line_bytes:
+                    lines[i] = _cut_long_line(raw, max_line_bytes)
+                    stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
+            yield from _decode_lines(b"\n".join(lines), path, stats)
+
+
+def _decode_lines(body: bytes, path: str, stats: ReadStats) -> Iterator[str]:
+    text, bad = decode_counting(body)
+    if bad:
+        stats.invalid_bytes[path] = stats.invalid_bytes.get(path, 0) + bad
+    yield from text.split("\n")

@@ -1,0 +1,111 @@
+"""The reference ELECTRA example-building rules, on token ids.
+
+Follows google-research/electra `build_pretraining_dataset.py`: lines
+accumulate until a target length; with p=0.1 the example is one segment,
+otherwise segment A aims at (target - 3) // 2 tokens; with p=0.05 the next
+target is randint(5, max_len). Layout: [CLS] A [SEP] (B [SEP]), zero-padded.
+
+The random draws happen in the same order and under the same conditions as in
+the reference, so a seeded `random.Random` fixes every decision.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import List, Optional, Tuple
+
+# "No limit" for segment A in single-segment examples (the reference value).
+SINGLE_SEGMENT_TARGET = 100000
+SINGLE_SEGMENT_PROB = 0.1
+RANDOM_LENGTH_PROB = 0.05
+MIN_RANDOM_LENGTH = 5
+
+Example = Tuple[List[int], List[int]]  # (input_ids, segment_ids), unpadded
+
+
+class ExampleBuilder:
+    """Turns a stream of tokenized lines into examples.
+
+    Args:
+      max_seq_length: length of every example, [CLS]/[SEP] included (>= 5).
+      cls_id: id of [CLS].
+      sep_id: id of [SEP].
+      rng: the random source for every decision (seed it for reproducibility).
+    """
+
+    def __init__(self, max_seq_length: int, cls_id: int, sep_id: int, rng: random.Random):
+        if max_seq_length < MIN_RANDOM_LENGTH:
+            raise ValueError(f"max_seq_length={max_seq_length} is too short; use at least {MIN_RANDOM_LENGTH}")
+        self.max_length = max_seq_length
+        self.cls_id = cls_id
+        self.sep_id = sep_id
+        self.rng = rng
+        self.target_length = max_seq_length
+        self._sentences: List[List[int]] = []
+        self._length = 0
+
+    def add_sentence(self, ids: List[int]) -> Optional[Example]:
+        """Adds one non-blank line's ids; returns an example once the target is met."""
+        if not ids:
+            # Empty token lists never change an example nor consume randomness
+            # in the reference, so they are simply dropped.
+            return None
+        self._sentences.append(ids)
+        self._length += len(ids)
+        if self._length >= self.target_length:
+            return self._create_example()
+        return None
+
+    def end_document(self) -> Optional[Example]:
+        """A blank line or end of input: flush what has accumulated, if anything."""
+        if self._length:
+            return self._create_example()
+        return None
+
+    def _create_example(self) -> Example:
+        rng = self.rng
+        if rng.random() < SINGLE_SEGMENT_PROB:
+            first_target = SINGLE_SEGMENT_TARGET
+        else:
+            first_target = (self.target_length - 3) // 2  # room for [CLS] [SEP] [SEP]
+
+        first: List[int] = []
+        second: List[int] = []
+        for sentence in self._sentences:
+            # A sentence joins A when A is empty, when it fits, or (once B has
+            # not started and A is still short) on a coin flip.
+            if (not first
+                    or len(first) + len(sentence) < first_target
+                    or (not second and len(first) < first_target and rng.random() < 0.5)):
+                first.extend(sentence)
+            else:
+                second.extend(sentence)
+
+        first = first[: self.max_length - 2]
+        second = second[: max(0, self.max_length - len(first) - 3)]
+
+        self._sentences = []
+        self._length = 0
+        if rng.random() < RANDOM_LENGTH_PROB:
+            self.target_length = rng.randint(MIN_RANDOM_LENGTH, self.max_length)
+        else:
+            self.target_length = self.max_length
+
+        input_ids = [self.cls_id] + first + [self.sep_id]
+        segment_ids = [0] * len(input_ids)
+        if second:
+            input_ids += second + [self.sep_id]
+            segment_ids += [1] * (len(second) + 1)
+        return input_ids, segment_ids
+
+
+def pad_example(example: Example, max_length: int, pad_id: int = 0):
+    """Returns (input_ids, input_mask, segment_ids), each of length max_length.
+
+    The reference pads input_ids with 0 whatever the vocab; [PAD] is 0 in BERT
+    vocabularies and in the ones build_vocab writes.
+    """
+    input_ids, segment_ids = example
+    n = len(input_ids)
+    pad = max_length - n
+    return (input_ids + [pad_id] * pad, [1] * n + [0] * pad, segment_ids + [0] * pad)

@@ -1,0 +1,107 @@
+"""Splitting a corpus into shard work units before anything is tokenized.
+
+Each shard gets a contiguous byte range of the corpus that starts right after a
+document boundary (a blank line, or a file start), balanced by bytes. Shards are
+then independent tasks with their own seeded RNG, which is what makes the output
+identical whatever the number of processes, and lets a resumed build redo only
+the missing shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Sequence, Tuple
+
+from electra_tf.data.corpus import decode_counting, open_binary
+
+# How far past a byte-balanced cut point we look for a blank line before
+# splitting a (huge) document at a line boundary instead.
+DOC_SEARCH_BYTES = 4 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Bytes [start, end) of one file; start is a line start."""
+
+    path: str
+    start: int
+    end: int
+
+
+@dataclasses.dataclass
+class FilePlan:
+    shards: List[List[Segment]]
+    forced_splits: int  # cuts placed inside a document (no blank line nearby)
+
+
+def _is_blank(line: bytes) -> bool:
+    return not line.strip() or not decode_counting(line)[0].strip()
+
+
+def _boundary(path: str, size: int, offset: int, blanks_separate_docs: bool,
+              search_bytes: int) -> Tuple[int, bool]:
+    """First cut point at or after `offset`: (local offset, forced?)."""
+    if offset <= 0:
+        return 0, False
+    with open_binary(path) as f:
+        f.seek(offset - 1)
+        data = f.read(search_bytes + 1)
+    nl = data.find(b"\n")
+    if nl < 0:
+        return size, False
+    line_start = offset + nl  # (offset - 1) + nl + 1
+    if not blanks_separate_docs:
+        return line_start, False
+    pos = nl + 1
+    while True:
+        nxt = data.find(b"\n", pos)
+        if nxt < 0:
+            # Window exhausted: at end of file this is a file boundary, else force.
+            if offset - 1 + len(data) >= size:
+                return size, False
+            return line_start, True
+        if _is_blank(data[pos:nxt]):
+            return offset + nxt, False  # just after the blank line
+        pos = nxt + 1
+
+
+def plan_files(paths: Sequence[str], sizes: Sequence[int], num_shards: int,
+               blanks_separate_docs: bool, search_bytes: int = DOC_SEARCH_BYTES) -> FilePlan:
+    """Byte-balanced shard ranges that start at document boundaries.
+
+    Args:
+      paths: corpus files in order.
+      sizes: their sizes in bytes.
+      num_shards: number of output shards.
+      blanks_separate_docs: cut after blank lines (else at any line start).
+      search_bytes: look-ahead for a blank line before forcing a cut.
+
+    Returns:
+      FilePlan with num_shards lists of Segments (some may be empty on a tiny
+      corpus).
+    """
+    starts = [0]
+    for s in sizes:
+        starts.append(starts[-1] + s)
+    total = starts[-1]
+    cuts = [0]
+    forced = 0
+    fi = 0
+    for i in range(1, num_shards):
+        target = max(i * total // num_shards, cuts[-1])
+        while fi < len(paths) - 1 and target >= starts[fi + 1]:
+            fi += 1
+        local, was_forced = _boundary(paths[fi], sizes[fi], target - starts[fi],
+                                      blanks_separate_docs, search_bytes)
+        forced += was_forced
+        cuts.append(max(cuts[-1], starts[fi] + local))
+    cuts.append(total)
+    shards = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        segs = []
+        for path, cs, ce in zip(paths, starts[:-1], starts[1:]):
+            lo, hi = max(a, cs), min(b, ce)
+            if lo < hi:
+                segs.append(Segment(path, lo - cs, hi - cs))
+        shards.append(segs)
+    return FilePlan(shards=shards, forced_splits=forced)

@@ -1,0 +1,205 @@
+"""Builds one shard: read its corpus range, tokenize, make examples, write.
+
+This is the unit of work of build_pretraining_data, run in worker processes.
+Everything a shard's bytes depend on (its corpus range, the settings, and an RNG
+seeded from (seed, shard index)) is fixed by the plan, so the result does not
+depend on how many processes run or in which order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import time
+from itertools import islice
+from typing import Any, Dict, Iterator, List, Optional
+
+from electra_tf.data.corpus import ReadStats, decode_counting, iter_lines
+from electra_tf.data.examples import ExampleBuilder, pad_example
+from electra_tf.data.manifest import WORK_DIR, join, shard_name, write_json_atomic
+
+LINES_PER_BATCH = 2048
+_DOC_END = None  # marker in the line stream: end of a file range / tfds record
+
+
+@dataclasses.dataclass
+class ShardTask:
+    """Everything a worker needs to build shard `index` (picklable)."""
+
+    index: int
+    num_shards: int
+    output_dir: str
+    vocab_file: str
+    lower_case: bool
+    strip_accents: bool
+    max_seq_length: int
+    seed: int
+    blanks_separate_docs: bool
+    max_line_bytes: int
+    segments: List[tuple] = dataclasses.field(default_factory=list)  # (path, start, end)
+    tfds: Optional[Dict[str, Any]] = None  # name, split, text_key, data_dir
+
+
+def shard_seed(seed: int, index: int, num_shards: int) -> int:
+    """Independent, reproducible RNG seed for one shard."""
+    digest = hashlib.sha256(f"electra_tf/{seed}/{index}/{num_shards}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+# Per-process state: the tokenizer (building it costs ~0.5 s) and progress counters.
+_TOKENIZERS: Dict[tuple, Any] = {}
+_COUNTERS: Dict[str, Any] = {}
+
+
+def init_worker(counters: Dict[str, Any], single_thread: bool) -> None:
+    """Pool initializer: shared progress counters; one TF thread per process."""
+    _COUNTERS.clear()
+    _COUNTERS.update(counters)
+    if single_thread:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def _bump(name: str, amount: int) -> None:
+    counter = _COUNTERS.get(name)
+    if counter is not None:
+        with counter.get_lock():
+            counter.value += amount
+
+
+def _tokenizer(task: ShardTask):
+    from electra_tf.data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
+
+    key = (task.vocab_file, task.lower_case, task.strip_accents)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = WordPieceTokenizer(task.vocab_file, task.lower_case, task.strip_accents)
+    return _TOKENIZERS[key]
+
+
+def _file_lines(task: ShardTask, stats: ReadStats) -> Iterator[Optional[str]]:
+    for path, start, end in task.segments:
+        yield from iter_lines(path, start, end, stats, task.max_line_bytes,
+                              progress=lambda n: _bump("bytes", n))
+        yield _DOC_END  # the reference ends a document at every file end
+
+
+def _tfds_lines(task: ShardTask, stats: ReadStats) -> Iterator[Optional[str]]:
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+
+    spec = task.tfds
+    ds = tfds.load(spec["name"], split=spec["split"], data_dir=spec.get("data_dir"),
+                   shuffle_files=False, download=False)
+    source = f"tfds:{spec['name']}/{spec['split']}"
+    for record in tfds.as_numpy(ds):
+        raw = record[spec["text_key"]]
+        if isinstance(raw, str):
+            raw = raw.encode("utf-8")
+        stats.bytes_read += len(raw)
+        _bump("bytes", len(raw))
+        text, bad = decode_counting(raw)
+        if bad:
+            stats.invalid_bytes[source] = stats.invalid_bytes.get(source, 0) + bad
+        for line in text.split("\n"):
+            if len(line) > task.max_line_bytes:
+                line = line[: task.max_line_bytes]
+                stats.long_lines_cut[source] = stats.long_lines_cut.get(source, 0) + 1
+            yield line
+        yield _DOC_END  # one record is one document
+
+
+def build_shard(task: ShardTask) -> Dict[str, Any]:
+    """Writes shard `task.index` atomically and returns its stats.
+
+    The shard is written under a hidden temporary name, its stats go to
+    WORK_DIR/shard-NNNNN.json, and only then is it renamed to its final name,
+    so a final-named shard is always complete.
+
+    Args:
+      task: the shard's corpus range and settings.
+
+    Returns:
+      dict with file, examples, tokens, corpus_tokens, lines, bytes, sha256,
+      size, invalid_bytes, long_lines_cut, seconds.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    started = time.time()
+    tok = _tokenizer(task)
+    special = tok.special
+    length = task.max_seq_length
+    builder = ExampleBuilder(length, special.cls, special.sep,
+                             random.Random(shard_seed(task.seed, task.index, task.num_shards)))
+    name = shard_name(task.index, task.num_shards)
+    tmp_path = join(task.output_dir, f".{name}.tmp-{os.getpid()}")
+    final_path = join(task.output_dir, name)
+    read_stats = ReadStats()
+    counts = {"examples": 0, "tokens": 0, "corpus_tokens": 0, "lines": 0}
+
+    def feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    def write(example, writer):
+        ids, mask, segs = pad_example(example, length, special.pad)
+        proto = tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": feature(ids), "input_mask": feature(mask), "segment_ids": feature(segs),
+        }))
+        writer.write(proto.SerializeToString(deterministic=True))
+        counts["examples"] += 1
+        counts["tokens"] += len(example[0])
+
+    lines = _tfds_lines(task, read_stats) if task.tfds else _file_lines(task, read_stats)
+    writer = tf.io.TFRecordWriter(tmp_path)
+    try:
+        while True:
+            batch = list(islice(lines, LINES_PER_BATCH))
+            if not batch:
+                break
+            stripped = [None if line is None else line.strip() for line in batch]
+            texts = [line for line in stripped if line]
+            flat, splits = tok.tokenize_batch(texts)
+            flat = flat.tolist()
+            splits = splits.tolist()
+            counts["corpus_tokens"] += len(flat)
+            _bump("tokens", len(flat))
+            k = 0
+            for line in stripped:
+                if line:
+                    example = builder.add_sentence(flat[splits[k]:splits[k + 1]])
+                    k += 1
+                    counts["lines"] += 1
+                elif line is None or task.blanks_separate_docs:
+                    example = builder.end_document()
+                else:
+                    continue
+                if example is not None:
+                    write(example, writer)
+        example = builder.end_document()
+        if example is not None:
+            write(example, writer)
+        writer.close()
+    except BaseException:
+        writer.close()
+        if tf.io.gfile.exists(tmp_path):
+            tf.io.gfile.remove(tmp_path)
+        raise
+
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(tmp_path, "rb") as f:
+        while True:
+            block = f.read(1 << 22)
+            if not block:
+                break
+            digest.update(block)
+    stats = dict(
+        file=name, index=task.index, size=int(tf.io.gfile.stat(tmp_path).length),
+        sha256=digest.hexdigest(), bytes=read_stats.bytes_read,
+        invalid_bytes=read_stats.invalid_bytes, long_lines_cut=read_stats.long_lines_cut,
+        seconds=round(time.time() - started, 3), **counts,
+    )
+    write_json_atomic(join(join(task.output_dir, WORK_DIR), f"shard-{task.index:05d}.json"), stats)
+    tf.io.gfile.rename(tmp_path, final_path, overwrite=True)
+    return stats
