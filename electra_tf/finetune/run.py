@@ -1,0 +1,525 @@
+"""The fine-tuning driver behind `python -m electra_tf.finetune`.
+
+One call of `run_task` trains and evaluates one task for several seeds and
+writes `results.json` (per-seed metrics, their median and the settings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import statistics
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from electra_tf.finetune import glue, squad, squad_eval, tagging
+from electra_tf.finetune.metrics import compute_metrics
+
+log = logging.getLogger("electra_tf.finetune")
+
+SQUAD_TASKS = {"squad": False, "squad1": False, "squad2": True}
+TAGGING_TASKS = ("tagging", "ner", "chunk", "pos")
+ALL_TASKS = tuple(glue.GLUE_TASKS) + tuple(SQUAD_TASKS) + TAGGING_TASKS
+
+
+class FinetuneError(ValueError):
+    """Bad command-line settings or inputs."""
+
+
+@dataclasses.dataclass
+class Settings:
+    """Everything one fine-tuning run needs (the CLI fills it from flags).
+
+    Attributes mirror the flags of `python -m electra_tf.finetune`; None means
+    "use the reference default for this task and model size" (see `resolve`).
+    """
+    task: str
+    init: str
+    data_dir: Optional[str]
+    output_dir: str
+    vocab_file: Optional[str] = None
+    config: Optional[str] = None
+    seeds: Sequence[int] = (1,)
+    learning_rate: Optional[float] = None
+    layerwise_lr_decay: Optional[float] = None
+    reference_lr_power: bool = False
+    epochs: Optional[float] = None
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    max_seq_length: Optional[int] = None
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    max_steps: Optional[int] = None
+    two_layer_head: bool = False
+    double_unordered: bool = True
+    tagging_scheme: str = "BIO"
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    strategy: str = "default"
+    mixed_precision: str = "float32"
+    tfds_data_dir: Optional[str] = None
+    do_lower_case: bool = True
+
+
+def reference_hparams(model_size: str, task: str) -> Dict[str, float]:
+    """Reference defaults (google-research/electra configure_finetuning.py).
+
+    Args:
+      model_size: small, base, large (anything else: as base).
+      task: task name.
+    """
+    lr, decay = (5e-5, 0.9) if model_size == "large" else (1e-4, 0.8)
+    if task in glue.GLUE_TASKS:
+        epochs = glue.GLUE_TASKS[task].epochs
+        seq = 128
+    elif task in SQUAD_TASKS:
+        epochs, seq = 2.0, 512
+    else:
+        epochs, seq = 3.0, 256  # reference "chunk"
+    return {"learning_rate": lr, "layerwise_lr_decay": decay, "epochs": epochs, "max_seq_length": seq}
+
+
+# ----------------------------------------------------------------------------
+# Model initialisation
+# ----------------------------------------------------------------------------
+
+_INIT_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras")
+
+
+def find_init_files(init: str, config_flag: Optional[str], vocab_flag: Optional[str]):
+    """Resolves --init / --config / --vocab_file to (weights or None, config path, vocab path).
+
+    --init is "random", a weights file (.weights.h5, or a TF checkpoint prefix),
+    or a directory (a pre-training run or converted checkpoint) holding one of
+    discriminator.weights.h5 / encoder.weights.h5 / a TF checkpoint, and
+    normally config.json and vocab.txt.
+
+    Args:
+      init: the --init value.
+      config_flag: --config, overrides the directory's config.json.
+      vocab_flag: --vocab_file, overrides the directory's vocab.txt.
+    """
+    weights = None
+    search_dir = None
+    if init != "random":
+        if os.path.isdir(init):
+            search_dir = init
+            for name in _INIT_FILES:
+                if os.path.isfile(os.path.join(init, name)):
+                    weights = os.path.join(init, name)
+                    break
+            if weights is None:
+                import tensorflow as tf
+                for d in (init, os.path.join(init, "checkpoints")):
+                    if os.path.isdir(d) and tf.train.latest_checkpoint(d):
+                        weights = tf.train.latest_checkpoint(d)
+                        break
+            if weights is None:
+                raise FinetuneError(
+                    f"--init {init!r} holds no {' / '.join(_INIT_FILES)} and no TF checkpoint; "
+                    f"pass the pre-training output directory or 'random'")
+        elif os.path.isfile(init) or os.path.isfile(init + ".index"):
+            weights = init
+            search_dir = os.path.dirname(init)
+        else:
+            raise FinetuneError(f"--init {init!r} does not exist; pass a pre-training run directory, "
+                                f"a .weights.h5 file, or 'random'")
+    config = config_flag
+    if config is None and search_dir and os.path.isfile(os.path.join(search_dir, "config.json")):
+        config = os.path.join(search_dir, "config.json")
+    if config is None:
+        raise FinetuneError("no model config: pass --config configs/<size>.json (or an --init directory with config.json)")
+    vocab = vocab_flag
+    if vocab is None and search_dir and os.path.isfile(os.path.join(search_dir, "vocab.txt")):
+        vocab = os.path.join(search_dir, "vocab.txt")
+    if vocab is None:
+        raise FinetuneError("no vocabulary: pass --vocab_file (or an --init directory with vocab.txt)")
+    return weights, config, vocab
+
+
+def load_encoder_weights(encoder, path: str) -> None:
+    """Loads pre-trained discriminator weights into a built encoder.
+
+    Args:
+      encoder: a built `ElectraEncoder`.
+      path: a `.weights.h5` file saved from the encoder (or a model whose only
+        layer is it), a `.keras` file of such a model, or a TF checkpoint prefix
+        whose object graph has the encoder under `encoder` or `discriminator`.
+    """
+    import keras
+    import tensorflow as tf
+
+    if path.endswith(".weights.h5"):
+        from keras.src.saving import saving_lib
+        saving_lib.load_weights_only(encoder, path)
+        return
+    if path.endswith(".keras"):
+        saved = keras.saving.load_model(path, compile=False)
+        source = saved if hasattr(saved, "transformer_layers") else next(
+            (l for l in saved.layers if hasattr(l, "transformer_layers")), None)
+        if source is None:
+            raise FinetuneError(f"{path}: no ElectraEncoder inside the saved model")
+        encoder.set_weights(source.get_weights())
+        return
+    errors = []
+    for key in ("discriminator", "encoder"):
+        try:
+            tf.train.Checkpoint(**{key: encoder}).read(path).assert_existing_objects_matched()
+            return
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            errors.append(f"{key}: {str(e).splitlines()[0]}")
+    raise FinetuneError(f"{path}: could not restore the encoder from this checkpoint ({'; '.join(errors)})")
+
+
+# ----------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------
+
+def _glue_data(s: Settings, task, tokenizer, max_seq_length):
+    from electra_tf.finetune.tokenization import encode_classification
+
+    train = glue.load_glue(task, s.data_dir, "train", s.max_train_examples, s.tfds_data_dir)
+    if task.double_unordered and s.double_unordered:
+        train = glue.double_unordered(train)
+    devs = {sp: glue.load_glue(task, s.data_dir, sp, s.max_eval_examples, s.tfds_data_dir)
+            for sp in task.dev_splits}
+
+    def encode(examples):
+        x = encode_classification(tokenizer, [e.text_a for e in examples],
+                                  [e.text_b for e in examples] if task.text_b is not None else None,
+                                  max_seq_length)
+        if task.is_regression:
+            lo, hi = task.regression_range
+            y = np.asarray([(e.label - lo) / hi for e in examples], np.float32)  # reference scaling
+        else:
+            y = np.asarray([task.labels.index(e.label) for e in examples], np.int32)
+        return x, y
+
+    return encode(train), {sp: encode(ex) for sp, ex in devs.items()}
+
+
+def _tagging_files(s: Settings):
+    for ext in (".txt", ".conll", ".tsv"):
+        train = os.path.join(s.data_dir or "", "train" + ext)
+        if os.path.isfile(train):
+            return train, os.path.join(s.data_dir, "dev" + ext)
+    raise FinetuneError(f"no train.txt / train.conll under --data_dir {s.data_dir!r} for a tagging task")
+
+
+# ----------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------
+
+def _strategy(name: str):
+    import tensorflow as tf
+
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    raise FinetuneError(f"unknown --strategy {name!r}; use default, mirrored or one_device")
+
+
+def _dataset(x: dict, y, batch_size, shuffle_seed=None):
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y) if y is not None else (x,))
+    if shuffle_seed is not None:
+        ds = ds.shuffle(len(next(iter(x.values()))), seed=shuffle_seed, reshuffle_each_iteration=True)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def _compile(model, encoder, s: Settings, lr, decay, steps):
+    from electra_tf.finetune.layerwise_lr import LayerwiseAdamW, WarmupLinearDecay, layerwise_lr_multipliers
+
+    mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
+    schedule = WarmupLinearDecay(lr, int(round(s.warmup_proportion * steps)), steps)
+    opt = LayerwiseAdamW(mult, learning_rate=schedule, weight_decay=s.weight_decay, beta_1=0.9,
+                         beta_2=0.999, epsilon=1e-6, global_clipnorm=s.clip_norm or None)
+    return opt, mult
+
+
+def _steps(n_train, s: Settings, epochs):
+    steps_per_epoch = max(1, math.ceil(n_train / s.batch_size))
+    total = max(1, int(round(steps_per_epoch * epochs)))
+    if s.max_steps:
+        total = min(total, s.max_steps)
+    return total, steps_per_epoch
+
+
+def _fit(model, ds_train, total_steps, steps_per_epoch):
+    # Run exactly `total_steps` (fractional epochs allowed) over a repeated dataset.
+    epochs = max(1, math.ceil(total_steps / steps_per_epoch))
+    per_epoch = math.ceil(total_steps / epochs)
+    hist = model.fit(ds_train.repeat(), epochs=epochs, steps_per_epoch=per_epoch, verbose=2)
+    return [float(v) for v in hist.history.get("loss", [])]
+
+
+def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) -> Dict:
+    """Fine-tunes and evaluates once.
+
+    Args:
+      s: settings (resolved).
+      seed: random seed for initialisation, dropout and shuffling.
+      cfg: ElectraConfig.
+      tokenizer: FinetuneTokenizer.
+      weights: pre-trained weights path or None.
+      data: prepared data (task-dependent tuple).
+      seed_dir: directory for this seed's predictions.
+    """
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.finetune.tasks import ClassifierModel, SquadModel, TaggerModel, build_and_call
+    from electra_tf.models import build_encoder
+
+    keras.utils.set_random_seed(seed)
+    os.makedirs(seed_dir, exist_ok=True)
+    strategy = _strategy(s.strategy)
+    task = s.task
+    with strategy.scope():
+        encoder = build_encoder(cfg)
+        if task in glue.GLUE_TASKS:
+            t = glue.GLUE_TASKS[task]
+            model = ClassifierModel(encoder, t.num_labels, t.is_regression, cfg.hidden_dropout_prob,
+                                    cfg.initializer_range, s.two_layer_head, name=f"electra_{task}")
+        elif task in SQUAD_TASKS:
+            model = SquadModel(encoder, SQUAD_TASKS[task], beam_size=s.n_best_size,
+                               initializer_range=cfg.initializer_range, name=f"electra_{task}")
+        else:
+            model = TaggerModel(encoder, len(data["labels"]), cfg.hidden_dropout_prob,
+                                cfg.initializer_range, name="electra_tagger")
+        build_and_call(model, s.max_seq_length)
+        if weights:
+            load_encoder_weights(encoder, weights)
+        if task in glue.GLUE_TASKS:
+            (x_tr, y_tr) = data["train"]
+            n_train = len(y_tr)
+        elif task in SQUAD_TASKS:
+            x_tr, y_tr = data["train"], None
+            n_train = len(x_tr["input_ids"])
+        else:
+            x_tr, y_tr = data["train"], None
+            n_train = len(x_tr["input_ids"])
+        total, per_epoch = _steps(n_train, s, s.epochs)
+        opt, mult = _compile(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
+        if task in glue.GLUE_TASKS:
+            t = glue.GLUE_TASKS[task]
+            loss = (keras.losses.MeanSquaredError() if t.is_regression
+                    else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model.compile(optimizer=opt, loss=loss, jit_compile=False)
+        else:
+            model.compile(optimizer=opt, jit_compile=False)
+    ds = _dataset(x_tr, y_tr, s.batch_size, shuffle_seed=seed)
+    t0 = time.time()
+    losses = _fit(model, ds, total, per_epoch)
+    train_time = time.time() - t0
+    result = {"seed": seed, "train_steps": total, "train_examples": n_train,
+              "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
+    result.update(_evaluate(model, s, data, seed_dir))
+    with open(os.path.join(seed_dir, "lr_multipliers.json"), "w") as f:
+        json.dump(mult, f, indent=1)
+    return result
+
+
+def _evaluate(model, s: Settings, data, seed_dir) -> Dict:
+    task = s.task
+    if task in glue.GLUE_TASKS:
+        t = glue.GLUE_TASKS[task]
+        out = {}
+        for split, (x, y) in data["dev"].items():
+            pred = model.predict(_dataset(x, None, s.eval_batch_size), verbose=0)
+            labels = pred if t.is_regression else np.argmax(pred, -1)
+            metrics = compute_metrics(t.metrics, y, labels)
+            prefix = "" if len(data["dev"]) == 1 else split.replace("dev_", "") + "_"
+            out.update({prefix + k: v for k, v in metrics.items()})
+            with open(os.path.join(seed_dir, f"{split}_predictions.tsv"), "w") as f:
+                f.write("index\tprediction\tlabel\n")
+                for i, (p, g) in enumerate(zip(labels, y)):
+                    if t.is_regression:  # undo the reference's label scaling
+                        lo, hi = t.regression_range
+                        f.write(f"{i}\t{p * hi + lo:.4f}\t{g * hi + lo:.4f}\n")
+                    else:
+                        f.write(f"{i}\t{t.labels[int(p)]}\t{t.labels[int(g)]}\n")
+        return out
+    if task in SQUAD_TASKS:
+        feats, examples, raw = data["dev_features"], data["dev_examples"], data["dev_raw"]
+        arrays = squad.features_to_arrays(feats, is_training=False)
+        pred = model.predict(_dataset(arrays, None, s.eval_batch_size), verbose=0)
+        preds, nbest, null = squad.decode_nbest(
+            examples, feats, pred["start_top_log_probs"], pred["start_top_index"],
+            pred["end_top_log_probs"], pred["end_top_index"], pred.get("answerable_logit"),
+            s.n_best_size, s.max_answer_length)
+        kept = {e.qas_id for e in examples}
+        raw = _filter_squad(raw, kept)
+        with open(os.path.join(seed_dir, "predictions.json"), "w") as f:
+            json.dump(preds, f, indent=1)
+        with open(os.path.join(seed_dir, "nbest_predictions.json"), "w") as f:
+            json.dump(nbest, f)
+        if SQUAD_TASKS[task]:
+            with open(os.path.join(seed_dir, "null_odds.json"), "w") as f:
+                json.dump(null, f)
+            return squad_eval.evaluate_v2(raw, preds, null)
+        return squad_eval.evaluate_v1(raw, preds)
+    x = data["dev"]
+    logits = model.predict(_dataset(x, None, s.eval_batch_size), verbose=0)
+    pred_labels = tagging.predictions_to_labels(np.argmax(logits, -1), x["word_index"],
+                                                data["dev_sentences"], data["labels"])
+    gold = [sent.labels for sent in data["dev_sentences"]]
+    with open(os.path.join(seed_dir, "dev_predictions.txt"), "w") as f:
+        for sent, pl in zip(data["dev_sentences"], pred_labels):
+            f.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(sent.words, sent.labels, pl)) + "\n")
+    out = tagging.span_f1(gold, pred_labels, s.tagging_scheme)
+    out["accuracy"] = float(np.mean([g == p for gs, ps in zip(gold, pred_labels) for g, p in zip(gs, ps)]))
+    return out
+
+
+def _filter_squad(raw, kept):
+    """Keeps only the questions that were featurized (for --max_eval_examples)."""
+    out = []
+    for article in raw:
+        paragraphs = []
+        for p in article["paragraphs"]:
+            qas = [qa for qa in p["qas"] if qa["id"] in kept]
+            if qas:
+                paragraphs.append(dict(p, qas=qas))
+        if paragraphs:
+            out.append(dict(article, paragraphs=paragraphs))
+    return out
+
+
+def prepare_data(s: Settings, tokenizer) -> Dict:
+    """Reads and featurizes the task's train and dev data.
+
+    Args:
+      s: resolved settings.
+      tokenizer: FinetuneTokenizer.
+    """
+    task = s.task
+    if task in glue.GLUE_TASKS:
+        train, devs = _glue_data(s, glue.GLUE_TASKS[task], tokenizer, s.max_seq_length)
+        return {"train": train, "dev": devs}
+    if task in SQUAD_TASKS:
+        v2 = SQUAD_TASKS[task]
+        suffix = "v2.0" if v2 else "v1.1"
+        d = s.data_dir or ""
+        train_ex, _ = squad.read_squad(os.path.join(d, f"train-{suffix}.json"), v2, s.max_train_examples)
+        dev_ex, dev_raw = squad.read_squad(os.path.join(d, f"dev-{suffix}.json"), v2, s.max_eval_examples,
+                                           is_training=False)
+        kw = dict(max_seq_length=s.max_seq_length, doc_stride=s.doc_stride, max_query_length=s.max_query_length)
+        train_feats = squad.featurize(tokenizer, train_ex, is_training=True, **kw)
+        dev_feats = squad.featurize(tokenizer, dev_ex, is_training=False, **kw)
+        return {"train": squad.features_to_arrays(train_feats, True), "dev_features": dev_feats,
+                "dev_examples": dev_ex, "dev_raw": dev_raw}
+    train_path, dev_path = _tagging_files(s)
+    train = tagging.read_conll(train_path, max_sentences=s.max_train_examples)
+    dev = tagging.read_conll(dev_path, max_sentences=s.max_eval_examples)
+    if s.tagging_scheme.upper() == "BIOES":
+        for sent in train + dev:
+            if not any(l[:2] in ("E-", "S-") for l in sent.labels):
+                sent.labels = tagging.bio_to_bioes(sent.labels)
+    labels = tagging.build_label_list(train)
+    x_tr = tagging.align_labels(tokenizer, train, labels, s.max_seq_length, train_path)
+    x_dev = tagging.align_labels(tokenizer, dev, labels, s.max_seq_length, dev_path)
+    x_tr.pop("word_index")
+    return {"train": x_tr, "dev": x_dev, "dev_sentences": dev, "labels": labels}
+
+
+def _median(results: List[Dict]) -> Dict[str, float]:
+    keys = [k for k, v in results[0].items() if isinstance(v, (int, float)) and k != "seed"]
+    return {k: float(statistics.median(r[k] for r in results)) for k in keys}
+
+
+def format_table(task: str, results: List[Dict], median: Dict[str, float],
+                 metric_keys: Sequence[str], scale: float = 100.0) -> str:
+    """A plain-text table: one row per seed and a median row.
+
+    Args:
+      task: task name (title).
+      results: per-seed result dicts.
+      median: median of each metric.
+      metric_keys: columns to show.
+      scale: factor applied to the values (100: fractions shown as percent).
+    """
+    head = ["seed"] + list(metric_keys)
+    rows = [[str(r["seed"])] + [f"{scale * r[k]:.2f}" for k in metric_keys] for r in results]
+    rows.append(["median"] + [f"{scale * median[k]:.2f}" for k in metric_keys])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    out = [f"{task}: dev results (percent)", line(head), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def run_task(s: Settings) -> Dict:
+    """Resolves defaults, prepares data once, runs every seed, writes results.json.
+
+    Args:
+      s: settings from the CLI.
+
+    Returns:
+      the results dictionary written to `<output_dir>/results.json`.
+    """
+    from electra_tf.config import ElectraConfig
+    from electra_tf.finetune.tokenization import FinetuneTokenizer
+
+    if s.task not in ALL_TASKS:
+        raise FinetuneError(f"unknown --task {s.task!r}; choose one of {', '.join(ALL_TASKS)}")
+    if s.mixed_precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
+        raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; use float32, mixed_float16 or mixed_bfloat16")
+    weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
+    cfg = ElectraConfig.from_json(config_path)
+    ref = reference_hparams(cfg.model_size, s.task)
+    for key in ("learning_rate", "layerwise_lr_decay", "epochs", "max_seq_length"):
+        if getattr(s, key) is None:
+            setattr(s, key, ref[key])
+    if s.max_seq_length > cfg.max_position_embeddings:
+        raise FinetuneError(f"--max_seq_length {s.max_seq_length} exceeds the model's "
+                            f"max_position_embeddings {cfg.max_position_embeddings}; lower it")
+    tokenizer = FinetuneTokenizer(vocab_path, s.do_lower_case)
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise FinetuneError(f"vocab file {vocab_path} has {tokenizer.vocab_size} tokens but the config says "
+                            f"vocab_size={cfg.vocab_size}; pass the pre-training vocabulary")
+    import keras
+    keras.mixed_precision.set_global_policy(s.mixed_precision)
+    data = prepare_data(s, tokenizer)
+    os.makedirs(s.output_dir, exist_ok=True)
+    results = []
+    for seed in s.seeds:
+        log.info("task %s seed %d", s.task, seed)
+        results.append(run_seed(s, seed, cfg, tokenizer, weights, data,
+                                os.path.join(s.output_dir, f"seed_{seed}")))
+    median = _median(results)
+    if s.task in glue.GLUE_TASKS:
+        t = glue.GLUE_TASKS[s.task]
+        keys = [k for k in results[0] if any(k.endswith(m) for m in t.metrics)]
+    elif s.task in SQUAD_TASKS:
+        keys = ["exact", "f1"] if SQUAD_TASKS[s.task] else ["exact_match", "f1"]
+    else:
+        keys = ["f1", "precision", "recall"]
+    settings = dataclasses.asdict(s)
+    settings["seeds"] = list(s.seeds)
+    out = {"task": s.task, "init": s.init, "weights": weights, "config": config_path, "vocab_file": vocab_path,
+           "model_size": cfg.model_size, "settings": settings, "metrics": keys,
+           "seeds": results, "median": median}
+    with open(os.path.join(s.output_dir, "results.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    scale = 1.0 if s.task in SQUAD_TASKS else 100.0  # the SQuAD evaluator reports percent already
+    print(format_table(s.task, results, median, keys, scale), flush=True)
+    return out
