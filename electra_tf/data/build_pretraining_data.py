@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from electra_tf.data import fs
 from electra_tf.data import manifest as mf
 from electra_tf.data.corpus import check_text_file, expand_corpus, file_size
 from electra_tf.data.errors import DataError
@@ -90,25 +91,33 @@ class Progress:
 
 
 def _remove_temp_files(output_dir: str) -> None:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    for path in tf.io.gfile.glob(mf.join(output_dir, f".{mf.SHARD_PREFIX}-*.tmp-*")):
-        tf.io.gfile.remove(path)
+    for path in fs.glob(mf.join(output_dir, f".{mf.SHARD_PREFIX}-*.tmp-*")):
+        fs.remove(path)
 
 
 def _prepare_output_dir(output_dir: str) -> None:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
+    """Creates output_dir and proves it is writable before any work starts."""
     try:
-        tf.io.gfile.makedirs(mf.join(output_dir, mf.WORK_DIR))
-        probe = mf.join(output_dir, ".write_test")
-        with tf.io.gfile.GFile(probe, "w") as f:
-            f.write("ok")
-        tf.io.gfile.remove(probe)
-    except (tf.errors.OpError, OSError) as e:
-        reason = getattr(e, "message", None) or str(e)
+        if "://" in output_dir:
+            import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+            errors = (tf.errors.OpError, OSError)
+            tf.io.gfile.makedirs(mf.join(output_dir, mf.WORK_DIR))
+            probe = mf.join(output_dir, ".write_test")
+            with tf.io.gfile.GFile(probe, "w") as f:
+                f.write("ok")
+            tf.io.gfile.remove(probe)
+        else:
+            errors = (OSError,)
+            os.makedirs(mf.join(output_dir, mf.WORK_DIR), exist_ok=True)
+            probe = mf.join(output_dir, ".write_test")
+            with open(probe, "w", encoding="utf-8") as f:
+                f.write("ok")
+            os.remove(probe)
+    except errors as e:  # pylint: disable=catching-non-exception
+        reason = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
         raise DataError(
-            f"cannot write to --output_dir {output_dir!r} ({reason.splitlines()[0]}); "
+            f"cannot write to --output_dir {output_dir!r} ({str(reason).splitlines()[0]}); "
             f"choose a writable directory"
         ) from None
 
@@ -247,9 +256,7 @@ def build_pretraining_data(
     build_id = mf.fingerprint(settings)
 
     # --- resume / refuse a foreign build ------------------------------------------
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    gfile = tf.io.gfile
+    gfile = fs
     work_dir = mf.join(output_dir, mf.WORK_DIR)
     plan_path = mf.join(work_dir, "plan.json")
     if overwrite:
@@ -257,8 +264,8 @@ def build_pretraining_data(
             gfile.remove(path)
         if gfile.exists(mf.join(output_dir, mf.MANIFEST_NAME)):
             gfile.remove(mf.join(output_dir, mf.MANIFEST_NAME))
-        gfile.rmtree(work_dir)
-        gfile.makedirs(work_dir)
+        fs.rmtree(work_dir)
+        fs.makedirs(work_dir)
     existing = mf.load_manifest(output_dir)
     if existing is not None:
         if existing.get("settings") == settings and all(

@@ -73,12 +73,20 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     Raises:
       DataError: the file exists but is not a JSON object.
     """
-    gfile = _gfile()
-    if not gfile.exists(path):
-        return None
     try:
-        with gfile.GFile(path, "r") as f:
-            value = json.loads(f.read())
+        if "://" in path:  # remote: needs TF's file systems
+            gfile = _gfile()
+            if not gfile.exists(path):
+                return None
+            with gfile.GFile(path, "r") as f:
+                value = json.loads(f.read())
+        else:  # local: plain Python, so bad-input errors come before the TF import
+            import os  # pylint: disable=import-outside-toplevel
+
+            if not os.path.exists(path):
+                return None
+            with open(path, encoding="utf-8") as f:
+                value = json.loads(f.read())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{path} is not valid JSON ({e}); delete it and rebuild the data") from None
     if not isinstance(value, dict):

@@ -99,7 +99,7 @@ class WordPieceTokenizer:
 
         self._normalize = normalize
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         def _tokenize(texts):
             ragged = self._tok.tokenize(normalize(texts))
             return ragged.flat_values, ragged.row_splits
