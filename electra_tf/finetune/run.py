@@ -264,7 +264,8 @@ def _fit(model, ds_train, total_steps, steps_per_epoch):
     # Run exactly `total_steps` (fractional epochs allowed) over a repeated dataset.
     epochs = max(1, math.ceil(total_steps / steps_per_epoch))
     per_epoch = math.ceil(total_steps / epochs)
-    hist = model.fit(ds_train.repeat(), epochs=epochs, steps_per_epoch=per_epoch, verbose=2)
+    hist = model.fit(ds_train.repeat(), epochs=epochs, steps_per_epoch=per_epoch, verbose=2,
+                     shuffle=False)  # the dataset is shuffled already
     return [float(v) for v in hist.history.get("loss", [])]
 
 
