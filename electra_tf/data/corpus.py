@@ -225,18 +225,17 @@ def iter_lines(path: str, start: int, end: int, stats: ReadStats,
                     pending = data
                 continue
             if pos >= end:
-                body, pending = data, b""
+                # The range ends at a line start (or EOF): drop the final newline.
+                body, pending = (data[:-1] if data.endswith(b"\n") else data), b""
             else:
                 body, pending = data[:last_nl], data[last_nl + 1:]
             if skipping:
                 nl = body.find(b"\n")
-                body = b"" if nl < 0 else body[nl + 1:]
                 skipping = False
-                if not body:
+                if nl < 0:
                     continue
+                body = body[nl + 1:]
             lines = body.split(b"\n")
-            if body.endswith(b"\n"):
-                lines.pop()
             for i, raw in enumerate(lines):
                 if len(raw) > max_line_bytes:
                     lines[i] = _cut_long_line(raw, max_line_bytes)
