@@ -171,14 +171,26 @@ def load_encoder_weights(encoder, path: str) -> None:
             raise FinetuneError(f"{path}: no ElectraEncoder inside the saved model")
         encoder.set_weights(source.get_weights())
         return
-    errors = []
+    try:
+        names = [n for n, _ in tf.train.list_variables(path)]
+    except (tf.errors.OpError, ValueError) as e:
+        raise FinetuneError(f"{path}: not a readable TF checkpoint ({str(e).splitlines()[0]}); "
+                            f"pass a .weights.h5 file or a run directory") from None
     for key in ("discriminator", "encoder"):
-        try:
-            tf.train.Checkpoint(**{key: encoder}).read(path).assert_existing_objects_matched()
-            return
-        except (AssertionError, ValueError, tf.errors.OpError) as e:
-            errors.append(f"{key}: {str(e).splitlines()[0]}")
-    raise FinetuneError(f"{path}: could not restore the encoder from this checkpoint ({'; '.join(errors)})")
+        stored = [n for n in names if n.startswith(key + "/") and n.endswith("VARIABLE_VALUE")
+                  and "OPTIMIZER_SLOT" not in n]
+        if not stored:
+            continue
+        # A partial restore would silently leave random layers: demand every variable.
+        if len(stored) != len(encoder.weights):
+            raise FinetuneError(
+                f"{path}: the checkpoint holds {len(stored)} variables under '{key}/' but the encoder has "
+                f"{len(encoder.weights)} (Keras 3 layer lists are not tracked by tf.train.Checkpoint); "
+                f"save the discriminator as a .weights.h5 file instead")
+        tf.train.Checkpoint(**{key: encoder}).read(path).assert_existing_objects_matched()
+        return
+    raise FinetuneError(f"{path}: no 'discriminator/' or 'encoder/' variables in this checkpoint; "
+                        f"pass the pre-training output (or a .weights.h5 of the discriminator encoder)")
 
 
 # ----------------------------------------------------------------------------

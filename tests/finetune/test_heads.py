@@ -1,0 +1,77 @@
+"""Heads: [CLS] classification, end conditioned on start, beams, and loading pre-trained weights."""
+
+import os
+
+import numpy as np
+import pytest
+
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.json")
+
+
+def test_classification_head_uses_cls_only():
+    from electra_tf.finetune.heads import ClassificationHead
+
+    head = ClassificationHead(3, dropout=0.1)
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    y1 = head(x, training=False).numpy()
+    x2 = x.copy()
+    x2[:, 1:] = 0.0  # only position 0 ([CLS]) matters
+    np.testing.assert_allclose(head(x2, training=False).numpy(), y1, rtol=1e-6)
+    assert y1.shape == (2, 3)
+    two = ClassificationHead(1, two_layer=True, hidden_dim=8)
+    assert two(x).shape == (2, 1) and len(two.trainable_variables) == 4
+
+
+def test_span_head_end_conditioned_on_start_and_beams():
+    from electra_tf.finetune.heads import SpanHead
+
+    rng = np.random.default_rng(1)
+    h = rng.normal(size=(2, 6, 8)).astype("float32")
+    mask = np.array([[1, 0, 1, 1, 1, 0]] * 2, "float32")
+    head = SpanHead(beam_size=3, hidden_units=16)
+    a = head(h, mask, np.array([2, 2], "int32"))
+    b = head(h, mask, np.array([3, 3], "int32"))
+    assert not np.allclose(a["end_logits"].numpy(), b["end_logits"].numpy())  # depends on the start
+    np.testing.assert_allclose(a["start_logits"].numpy(), b["start_logits"].numpy())
+    assert np.all(a["start_logits"].numpy()[:, [1, 5]] < -900)  # masked positions
+    beams = head(h, mask)
+    assert beams["start_top_index"].shape == (2, 3) and beams["end_top_index"].shape == (2, 3, 3)
+    assert set(beams["start_top_index"].numpy().ravel()) <= {0, 2, 3, 4}
+    # end beam of the best start equals the training-mode end logits for that start, ranked
+    s0 = int(beams["start_top_index"].numpy()[0, 0])
+    train = head(h, mask, np.array([s0, s0], "int32"))["end_logits"].numpy()[0]
+    assert list(beams["end_top_index"].numpy()[0, 0]) == list(np.argsort(-train)[:3])
+
+
+def test_load_pretrained_encoder_weights(tmp_path):
+    import tensorflow as tf
+    from keras.src.saving import saving_lib
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.finetune.run import FinetuneError, load_encoder_weights
+    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+    from electra_tf.models import build_encoder
+
+    cfg = ElectraConfig.from_json(CONFIG)
+    src = build_and_call(ClassifierModel(build_encoder(cfg), 2), 8).encoder
+    path = str(tmp_path / "discriminator.weights.h5")
+    saving_lib.save_weights_only(src, path)
+    tf.train.Checkpoint(discriminator=src).write(str(tmp_path / "ckpt"))
+    dst = build_and_call(ClassifierModel(build_encoder(cfg), 2), 8).encoder
+    assert not np.allclose(dst.get_weights()[0], src.get_weights()[0])
+    load_encoder_weights(dst, path)
+    for a, b in zip(src.get_weights(), dst.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # A TF checkpoint restores completely or fails loudly, never partially.
+    dst = build_and_call(ClassifierModel(build_encoder(cfg), 2), 8).encoder
+    n_ckpt = sum(1 for n, _ in tf.train.list_variables(str(tmp_path / "ckpt"))
+                 if n.startswith("discriminator/"))
+    if n_ckpt == len(src.weights):
+        load_encoder_weights(dst, str(tmp_path / "ckpt"))
+        for a, b in zip(src.get_weights(), dst.get_weights()):
+            np.testing.assert_array_equal(a, b)
+    else:
+        with pytest.raises(FinetuneError, match=f"holds {n_ckpt} variables under 'discriminator/'"):
+            load_encoder_weights(dst, str(tmp_path / "ckpt"))
+    with pytest.raises(FinetuneError, match="not a readable TF checkpoint"):
+        load_encoder_weights(dst, str(tmp_path / "nothing"))
