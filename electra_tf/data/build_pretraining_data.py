@@ -102,14 +102,14 @@ def _prepare_output_dir(output_dir: str) -> None:
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
             errors = (tf.errors.OpError, OSError)
-            tf.io.gfile.makedirs(mf.join(output_dir, mf.WORK_DIR))
+            tf.io.gfile.makedirs(output_dir)
             probe = mf.join(output_dir, ".write_test")
             with tf.io.gfile.GFile(probe, "w") as f:
                 f.write("ok")
             tf.io.gfile.remove(probe)
         else:
             errors = (OSError,)
-            os.makedirs(mf.join(output_dir, mf.WORK_DIR), exist_ok=True)
+            os.makedirs(output_dir, exist_ok=True)
             probe = mf.join(output_dir, ".write_test")
             with open(probe, "w", encoding="utf-8") as f:
                 f.write("ok")
@@ -265,7 +265,6 @@ def build_pretraining_data(
         if gfile.exists(mf.join(output_dir, mf.MANIFEST_NAME)):
             gfile.remove(mf.join(output_dir, mf.MANIFEST_NAME))
         fs.rmtree(work_dir)
-        fs.makedirs(work_dir)
     existing = mf.load_manifest(output_dir)
     if existing is not None:
         if existing.get("settings") == settings and all(
@@ -310,6 +309,7 @@ def build_pretraining_data(
             tasks.append(ShardTask(index=i, segments=[(s.path, s.start, s.end) for s in segs],
                                    **common))
         total_bytes = sum(sizes)
+    fs.makedirs(work_dir)
     mf.write_json_atomic(plan_path, {"build_id": build_id, "settings": settings})
     _remove_temp_files(output_dir)
 
