@@ -12,10 +12,10 @@ from electra_tf.data.vocab import VocabError
 from data_helpers import corpus_file, write_vocab
 
 
-def test_iter_lines_matches_split_across_small_chunks(monkeypatch):
+def test_iter_lines_matches_split_across_small_chunks(monkeypatch, tmp_path):
     text = corpus_file("wikitext2.valid.txt").read_bytes()[:200_000]
     text = text[: text.rfind(b"\n") + 1]
-    path = Path("/tmp") / "electra_tf_test_chunks.txt"
+    path = tmp_path / "chunks.txt"
     path.write_bytes(text)
     monkeypatch.setattr(corpus, "READ_CHUNK_BYTES", 997)  # lines straddle chunks
     stats = ReadStats()
