@@ -46,11 +46,46 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraAdamW(keras.optimizers.AdamW):
+    """AdamW that clips the global norm of the gradient *summed over replicas*.
+
+    Keras' own `global_clipnorm` clips each replica's gradient before the
+    cross-replica sum, so N replicas would not reproduce one device on the same
+    global batch (the reference's TPU code clipped per core too). Clipping the
+    aggregated gradient makes the update independent of the device count.
+
+    Args:
+        clip_norm: maximum global norm of the aggregated gradient (None: off).
+        **kwargs: passed to `keras.optimizers.AdamW`.
+    """
+
+    def __init__(self, clip_norm=None, **kwargs):
+        super().__init__(**kwargs)
+        self.clip_norm = clip_norm
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # Called by the TensorFlow backend right after clipping and before the
+        # update; the gradients returned here are the replica-summed ones.
+        grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
+        if not self.clip_norm:
+            return grads_and_vars
+        grads = [g for g, _ in grads_and_vars]
+        clipped, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+        return [(g, v) for g, (_, v) in zip(clipped, grads_and_vars)]
+
+    def get_config(self):
+        config = super().get_config()
+        config["clip_norm"] = self.clip_norm
+        return config
+
+
 def create_optimizer(config, train_steps=None, learning_rate=None):
     """AdamW configured as the reference's `AdamWeightDecayOptimizer`.
 
-    Deviation: Keras' AdamW applies Adam's bias correction; the reference
-    optimizer does not. With a warmup of thousands of steps the difference is
+    Deviations: Keras' AdamW applies Adam's bias correction; the reference
+    optimizer does not. Clipping acts on the replica-summed gradient (see
+    `ElectraAdamW`). With a warmup of thousands of steps the difference is
     confined to the first steps, where the learning rate is near 0 anyway.
 
     Args:
@@ -64,13 +99,13 @@ def create_optimizer(config, train_steps=None, learning_rate=None):
         config.num_warmup_steps,
         config.lr_decay_power,
     )
-    optimizer = keras.optimizers.AdamW(
+    optimizer = ElectraAdamW(
         learning_rate=schedule,
         weight_decay=config.weight_decay_rate,
         beta_1=config.adam_beta_1,
         beta_2=config.adam_beta_2,
         epsilon=config.adam_epsilon,
-        global_clipnorm=config.clip_norm if config.clip_norm > 0 else None,
+        clip_norm=config.clip_norm if config.clip_norm > 0 else None,
     )
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAME_PATTERNS))
     return optimizer

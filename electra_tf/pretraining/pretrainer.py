@@ -24,6 +24,14 @@ from electra_tf import objectives
 _SEED_MASKING, _SEED_SAMPLING = 1, 2
 _EVAL_SEED_OFFSET = 1 << 20
 
+def _sum_over_replicas(value):
+    """Sum across replicas inside a replica context; identity without a strategy."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 METRIC_NAMES = (
     "loss", "mlm_loss", "mlm_accuracy", "sampled_accuracy", "disc_loss",
     "disc_auc", "disc_accuracy", "disc_precision", "disc_recall",
@@ -138,6 +146,8 @@ class ElectraPretrainer(keras.Model):
 
         Returns a dict of tensors: losses, generator logits [B, P, V], masked
         batch fields, sampled ids, discriminator inputs, labels and logits.
+        Under a distribution strategy the losses are this replica's share of
+        the global-batch losses (they sum to it across replicas).
         """
         cfg, special = self.config, self.special_token_ids
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
@@ -181,8 +191,16 @@ class ElectraPretrainer(keras.Model):
         )
         disc_logits = self.discriminator_head(disc_output)
 
-        mlm_loss = objectives.masked_lm_loss(mlm_logits, masked.original_ids, masked.weights)
-        disc_loss = objectives.replaced_token_detection_loss(disc_logits, labels, input_mask)
+        # Normalise by the weight of the *global* batch: each replica's loss is
+        # then its share of the global-batch mean, the shares sum (like the
+        # gradients) across replicas, and N replicas match one device exactly.
+        denominators = _sum_over_replicas(tf.stack([
+            tf.reduce_sum(masked.weights), tf.reduce_sum(tf.cast(input_mask, tf.float32))
+        ]))
+        mlm_loss = objectives.masked_lm_loss(
+            mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
+        disc_loss = objectives.replaced_token_detection_loss(
+            disc_logits, labels, input_mask, denominator=denominators[1])
         total = objectives.electra_loss(mlm_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
         return {
             "loss": total,
@@ -233,9 +251,10 @@ class ElectraPretrainer(keras.Model):
     def _update_metrics(self, out):
         weights = out["masked_weights"]
         mlm_pred = tf.argmax(out["mlm_logits"], -1, output_type=tf.int32)
-        self.loss_tracker.update_state(out["loss"])
-        self.mlm_loss_tracker.update_state(out["mlm_loss"])
-        self.disc_loss_tracker.update_state(out["disc_loss"])
+        losses = _sum_over_replicas(tf.stack([out["loss"], out["mlm_loss"], out["disc_loss"]]))
+        self.loss_tracker.update_state(losses[0])
+        self.mlm_loss_tracker.update_state(losses[1])
+        self.disc_loss_tracker.update_state(losses[2])
         self.mlm_accuracy.update_state(
             tf.cast(tf.equal(mlm_pred, out["masked_original_ids"]), tf.float32), sample_weight=weights
         )
@@ -256,14 +275,12 @@ class ElectraPretrainer(keras.Model):
 
     def train_step(self, data):
         inputs = self._unpack(data)
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
         with tf.GradientTape() as tape:
             seed, row_ids = self._train_randomness(inputs)
             out = self.forward(inputs, seed, row_ids, training=True)
-            # Gradients are summed across replicas; each replica's mean loss is
-            # divided so the update equals that of the global-batch mean.
-            loss = out["loss"] / num_replicas
-            scaled_loss = self.optimizer.scale_loss(loss)
+            # out["loss"] is this replica's share of the global-batch loss and
+            # Keras sums gradients over replicas: no division by replica count.
+            scaled_loss = self.optimizer.scale_loss(out["loss"])
         variables = self.trainable_variables
         grads = tape.gradient(scaled_loss, variables)
         self.optimizer.apply_gradients(zip(grads, variables))

@@ -1,0 +1,86 @@
+"""Generator sampling, the replaced-token label rule and the joint loss."""
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.objectives import (
+    electra_loss,
+    masked_lm_loss,
+    replaced_labels,
+    replaced_token_detection_loss,
+    sample_from_logits,
+)
+
+
+def _empirical(logits, temperature=1.0, draws=20000, disallow=None):
+    """Frequencies of sampled ids for one row of logits, from many example ids."""
+    v = len(logits)
+    batch = tf.constant(np.tile(np.asarray(logits, np.float32), (draws, 1, 1)))
+    ids = sample_from_logits(
+        batch, seed=tf.constant([5, 9]), row_ids=tf.range(draws, dtype=tf.int64),
+        temperature=temperature,
+        disallow_ids=None if disallow is None else tf.fill([draws, 1], disallow),
+    ).numpy()[:, 0]
+    return np.bincount(ids, minlength=v) / draws
+
+
+def test_samples_follow_softmax():
+    logits = [2.0, 1.0, 0.0, -1.0, 0.5]
+    p = tf.nn.softmax(logits).numpy()
+    freq = _empirical(logits)
+    # 20k draws: std of each frequency <= 0.0036
+    np.testing.assert_allclose(freq, p, atol=0.012)
+
+
+def test_temperature_sharpens():
+    logits = np.array([2.0, 1.0, 0.0, -1.0, 0.5])
+    freq = _empirical(logits, temperature=0.5)
+    np.testing.assert_allclose(freq, tf.nn.softmax(logits / 0.5).numpy(), atol=0.012)
+
+
+def test_disallow_correct_never_samples_original():
+    freq = _empirical([5.0, 0.0, 0.0], disallow=0, draws=3000)
+    assert freq[0] == 0.0
+    np.testing.assert_allclose(freq[1:], [0.5, 0.5], atol=0.04)
+
+
+def test_no_gradient_through_sampling():
+    logits = tf.Variable([[[1.0, 2.0, 3.0]]])
+    with tf.GradientTape() as tape:
+        ids = sample_from_logits(logits, seed=tf.constant([0, 0]))
+        out = tf.reduce_sum(tf.cast(ids, tf.float32) * logits[..., 0])
+    grad = tape.gradient(out, logits).numpy()
+    # Only the explicit product contributes; nothing flows through the sample.
+    np.testing.assert_array_equal(grad[..., 1:], 0.0)
+
+
+def test_sample_equal_to_original_is_labelled_original():
+    original = tf.constant([[2, 10, 11, 12, 3, 0]])
+    mask = tf.constant([[1, 1, 1, 1, 1, 0]])
+    # Positions 1 and 3 were chosen; the sample at 1 equals the original.
+    disc_input = tf.constant([[2, 10, 11, 40, 3, 0]])
+    np.testing.assert_array_equal(replaced_labels(disc_input, original, mask).numpy(),
+                                  [[0, 0, 0, 1, 0, 0]])
+
+
+def test_mlm_loss_from_known_logits():
+    logits = tf.constant([[[0.0, 0.0, 0.0, 0.0], [3.0, 1.0, 0.0, 0.0], [9.0, 9.0, 9.0, 9.0]]])
+    targets = tf.constant([[2, 0, 1]])
+    weights = tf.constant([[1.0, 1.0, 0.0]])  # third slot unused
+    expected = (np.log(4.0) + (np.log(np.exp(3) + np.exp(1) + 2) - 3.0)) / 2
+    np.testing.assert_allclose(masked_lm_loss(logits, targets, weights).numpy(), expected, rtol=1e-5)
+
+
+def test_disc_loss_over_non_pad_tokens_and_total_is_1_mlm_plus_50_disc():
+    logits = tf.constant([[2.0, -1.0, 0.0, 7.0]])
+    labels = tf.constant([[1, 0, 1, 1]])
+    mask = tf.constant([[1, 1, 1, 0]])  # the last token is padding and is ignored
+
+    def bce(z, y):
+        return -(y * np.log(1 / (1 + np.exp(-z))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-z))))
+
+    expected_disc = (bce(2.0, 1) + bce(-1.0, 0) + bce(0.0, 1)) / 3
+    disc = replaced_token_detection_loss(logits, labels, mask)
+    np.testing.assert_allclose(disc.numpy(), expected_disc, rtol=1e-5)
+    mlm = tf.constant(2.5)
+    np.testing.assert_allclose(electra_loss(mlm, disc).numpy(), 2.5 + 50.0 * expected_disc, rtol=1e-6)
