@@ -1,0 +1,131 @@
+"""The on-disk layout of a pre-trained ELECTRA model, shared by every tool.
+
+A model directory (what pre-training writes at the end, what `convert` writes,
+what `finetune --init` and `export` read):
+
+    config.json                    ElectraConfig of the whole model
+    vocab.txt                      the WordPiece vocabulary (if known)
+    discriminator.weights.h5       discriminator encoder (its own copy of the embeddings)
+    discriminator_head.weights.h5  per-token replaced/original head
+    generator.weights.h5           generator encoder (embeddings included)
+    generator_head.weights.h5      masked-LM head (tied table, dense, LayerNorm, bias)
+    pretrainer.weights.h5          everything, for continuing pre-training
+
+Weights are Keras `.weights.h5` files: no pickled code is ever loaded. Files are
+written under a temporary name and renamed, so a crash never leaves a
+half-written file under a final name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Optional, Tuple
+
+from keras.src.saving import saving_lib
+
+from electra_tf.config import ElectraConfig
+from electra_tf.data.vocab import special_token_ids
+from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
+from electra_tf.models.heads import DiscriminatorHead, build_generator_head
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+DISCRIMINATOR_FILE = "discriminator.weights.h5"
+DISCRIMINATOR_HEAD_FILE = "discriminator_head.weights.h5"
+GENERATOR_FILE = "generator.weights.h5"
+GENERATOR_HEAD_FILE = "generator_head.weights.h5"
+PRETRAINER_FILE = "pretrainer.weights.h5"
+
+
+class ModelDirError(ValueError):
+    """A model directory that is missing files or does not match its config."""
+
+
+def _save_layer(layer, path):
+    tmp = path + ".tmp.weights.h5"
+    saving_lib.save_weights_only(layer, tmp)
+    os.replace(tmp, path)
+
+
+def _load_layer(layer, path):
+    if not os.path.isfile(path):
+        raise ModelDirError(f"{path} is missing; pass a directory written by electra_tf (pretrain or convert)")
+    try:
+        saving_lib.load_weights_only(layer, path)
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelDirError(
+            f"{path} does not fit the model described by config.json ({first}); "
+            "check that the config belongs to these weights"
+        ) from None
+
+
+def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None) -> str:
+    """Writes an `ElectraPretrainer` in the model-directory layout above."""
+    os.makedirs(model_dir, exist_ok=True)
+    pretrainer.config.to_json(os.path.join(model_dir, CONFIG_FILE + ".tmp"))
+    os.replace(os.path.join(model_dir, CONFIG_FILE + ".tmp"), os.path.join(model_dir, CONFIG_FILE))
+    if vocab_file is not None:
+        target = os.path.join(model_dir, VOCAB_FILE)
+        if os.path.abspath(vocab_file) != os.path.abspath(target):
+            shutil.copyfile(vocab_file, target + ".tmp")
+            os.replace(target + ".tmp", target)
+    _save_layer(pretrainer.discriminator, os.path.join(model_dir, DISCRIMINATOR_FILE))
+    _save_layer(pretrainer.discriminator_head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
+    _save_layer(pretrainer.generator, os.path.join(model_dir, GENERATOR_FILE))
+    _save_layer(pretrainer.generator_head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
+    _save_layer(pretrainer, os.path.join(model_dir, PRETRAINER_FILE))
+    return model_dir
+
+
+def load_config(model_dir: str) -> ElectraConfig:
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise ModelDirError(f"{model_dir} has no {CONFIG_FILE}; pass a directory written by electra_tf (pretrain or convert)")
+    return ElectraConfig.from_json(path)
+
+
+def _built(encoder, config):
+    seq = config.max_seq_length
+    encoder.build({k: (None, seq) for k in ("input_ids", "input_mask", "segment_ids")})
+    return encoder
+
+
+def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, ElectraConfig]:
+    """Returns (encoder, head, config) of the discriminator, ready to fine-tune or serve."""
+    config = load_config(model_dir)
+    encoder = _built(build_encoder(config), config)
+    _load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
+    head = DiscriminatorHead(config.hidden_size, config.initializer_range,
+                             name="discriminator_predictions")
+    head.build((None, config.max_seq_length, config.hidden_size))
+    _load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
+    return encoder, head, config
+
+
+def load_generator(model_dir: str):
+    """Returns (encoder, masked-LM head, config) of the generator."""
+    config = load_config(model_dir)
+    embeddings = build_embeddings(config)
+    encoder = _built(build_generator_encoder(config, embeddings), config)
+    _load_layer(encoder, os.path.join(model_dir, GENERATOR_FILE))
+    head = build_generator_head(embeddings.token_embedding, config.layer_norm_eps,
+                                config.initializer_range)
+    head.build((None, config.max_seq_length, config.generator_hidden_dim),
+               (None, config.predictions_per_seq))
+    _load_layer(head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
+    return encoder, head, config
+
+
+def load_pretrainer(model_dir: str):
+    """Rebuilds the `ElectraPretrainer` (needs vocab.txt for the special ids)."""
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    config = load_config(model_dir)
+    vocab = os.path.join(model_dir, VOCAB_FILE)
+    if not os.path.isfile(vocab):
+        raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
+    model = ElectraPretrainer(config, special_token_ids(vocab))
+    _load_layer(model, os.path.join(model_dir, PRETRAINER_FILE))
+    return model
