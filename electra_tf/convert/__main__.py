@@ -1,0 +1,145 @@
+"""`python -m electra_tf.convert`: import released ELECTRA weights, or export ours.
+
+Import into our model directory (the layout of electra_tf/models/saving.py):
+
+    python -m electra_tf.convert --from google --input electra_small/ --output models/small
+    python -m electra_tf.convert --from hf --input electra-small-discriminator/ \
+        --generator_input electra-small-generator/ --output models/small
+    python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output models/small
+
+Export one of our model directories:
+
+    python -m electra_tf.convert --from electra_tf --input models/small --to google --output ckpt/model.ckpt
+    python -m electra_tf.convert --from electra_tf --input models/small --to hf --output hf_out/
+    python -m electra_tf.convert --from electra_tf --input models/small --to keras_hub --output preset/
+
+Names that map to no weight, weights the checkpoint lacks and shape
+disagreements fail with one message listing all of them. A checkpoint that has
+no generator (or no discriminator head) as a whole converts with a warning;
+those parts keep their initial values and conversion.json records it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+SOURCES = ("google", "hf", "keras_hub", "electra_tf")
+TARGETS = ("electra_tf", "google", "hf", "keras_hub")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from", dest="source", required=True, choices=SOURCES)
+    p.add_argument("--to", dest="target", default="electra_tf", choices=TARGETS)
+    p.add_argument("--input", required=True, help="checkpoint prefix/dir, HF dir, preset dir, or model dir")
+    p.add_argument("--generator_input", help="hf: the ElectraForMaskedLM (generator) directory")
+    p.add_argument("--output", required=True)
+    p.add_argument("--vocab", help="vocab.txt (default: found beside the input)")
+    p.add_argument("--config", help="ElectraConfig JSON for the fields a checkpoint does not store "
+                                    "(dropout, max_seq_length, do_lower_case, ...)")
+    p.add_argument("--num_attention_heads", type=int,
+                   help="google: discriminator heads (default: hidden_size // 64, as every released model)")
+    p.add_argument("--hidden_act", choices=("gelu", "gelu_approximate"),
+                   help="keras_hub: GELU form of the imported model (default gelu, the form ELECTRA was "
+                        "trained with; gelu_approximate reproduces keras-hub's numbers)")
+    p.add_argument("--require_all", action="store_true",
+                   help="fail if the generator or the discriminator head is absent")
+    return p.parse_args(argv)
+
+
+def _fail(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    from electra_tf.config import ConfigError, ElectraConfig
+    from electra_tf.convert.mapping import ConversionError
+    from electra_tf.data.vocab import VocabError
+    from electra_tf.models.saving import ModelDirError
+
+    try:
+        base = ElectraConfig.from_json(args.config) if args.config else None
+        if args.source == "electra_tf":
+            return _export(args)
+        if args.target != "electra_tf":
+            return _fail(f"--to {args.target} needs --from electra_tf; convert to our model directory first")
+        return _import(args, base)
+    except (ConversionError, ConfigError, VocabError, ModelDirError) as e:
+        return _fail(str(e))
+
+
+def _import(args, base) -> int:
+    from electra_tf.convert import common, google, hf, keras_hub as kh
+    from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR
+
+    optional = () if args.require_all else (DISCRIMINATOR_HEAD, GENERATOR)
+    source = {"format": args.source, "input": os.path.basename(os.path.normpath(args.input))}
+    if args.source == "google":
+        tensors, skipped = google.read_checkpoint(args.input)
+        vocab = args.vocab or google.find_vocab(args.input)
+        sizes = common.sizes_from_tensors(tensors)
+        config = common.build_config(sizes, base, args.num_attention_heads)
+        source["skipped"] = len(skipped)
+    elif args.source == "hf":
+        config, tensors, info = hf.load(args.input, args.generator_input, base)
+        lower = hf.do_lower_case(args.input)
+        if lower is not None and base is None:
+            config = config.replace(do_lower_case=lower)
+        vocab = args.vocab or hf.find_vocab(args.input, args.generator_input)
+        source.update(info)
+    else:
+        pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
+        if args.require_all:
+            raise common.ConversionError("a keras-hub ElectraBackbone has no discriminator head and no generator; "
+                                         "drop --require_all to convert the encoder alone")
+        source["hidden_act"] = pretrainer.config.hidden_act
+        common.write_model_dir(args.output, pretrainer, vocab, source, status)
+        _report(args.output, status)
+        return 0
+    if vocab is None:
+        raise common.ConversionError(f"no vocab.txt beside {args.input}; pass --vocab")
+    pretrainer, status = common.load_canonical(config, common.read_vocab(vocab), tensors, args.input, optional)
+    common.write_model_dir(args.output, pretrainer, vocab, source, status)
+    _report(args.output, status)
+    return 0
+
+
+def _report(output, status):
+    for part, state in sorted(status.items()):
+        if state != "converted":
+            print(f"warning: {part} {state}", file=sys.stderr)
+    print(json.dumps({"output": output, "parts": status}))
+
+
+def _export(args) -> int:
+    from electra_tf.convert import google, hf, keras_hub as kh
+    from electra_tf.models import saving
+
+    if args.target == "electra_tf":
+        return _fail("--from electra_tf needs --to google, hf or keras_hub")
+    vocab = os.path.join(args.input, saving.VOCAB_FILE)
+    if args.target == "keras_hub":
+        encoder, _, config = saving.load_discriminator(args.input)
+        kh.export_preset(encoder, args.output, vocab if os.path.isfile(vocab) else None, config.do_lower_case)
+        print(json.dumps({"output": args.output, "format": "keras_hub"}))
+        return 0
+    pretrainer = saving.load_pretrainer(args.input)
+    if args.target == "google":
+        google.export_pretrainer(pretrainer, args.output)
+    else:
+        hf.export(pretrainer, args.output, vocab if os.path.isfile(vocab) else None)
+    print(json.dumps({"output": args.output, "format": args.target}))
+    return 0
+
+
+def main(argv=None) -> int:
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

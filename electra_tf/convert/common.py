@@ -1,0 +1,165 @@
+"""Shared by every importer: sizes from tensor shapes, and writing our model directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from electra_tf.config import ElectraConfig
+from electra_tf.convert.mapping import (DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError,
+                                        check_and_assign, pretrainer_entries)
+
+CONVERSION_FILE = "conversion.json"
+SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                "generator_hidden_size", "generator_layers", "untied_generator_embeddings")
+
+
+def _layers(tensors, prefix):
+    found = set()
+    pattern = re.compile(re.escape(prefix) + r"/encoder/layer_(\d+)/")
+    for name in tensors:
+        m = pattern.match(name)
+        if m:
+            found.add(int(m.group(1)))
+    if found and found != set(range(len(found))):
+        raise ConversionError(f"{prefix}/encoder has layers {sorted(found)}; expected 0..{max(found)} without gaps")
+    return len(found)
+
+
+def sizes_from_tensors(tensors: Dict[str, np.ndarray]) -> dict:
+    """Reads the model sizes off canonical (Google-named) tensors.
+
+    Returns a dict with the shape fields of `ElectraConfig` plus `generator`
+    ({hidden, layers, intermediate} or None).
+    """
+    def need(name):
+        if name not in tensors:
+            raise ConversionError(f"{name} is missing; cannot tell the model size without it")
+        return np.shape(tensors[name])
+
+    vocab, emb = need("electra/embeddings/word_embeddings")
+    positions = need("electra/embeddings/position_embeddings")[0]
+    segments = need("electra/embeddings/token_type_embeddings")[0]
+    layers = _layers(tensors, "electra")
+    if layers == 0:
+        raise ConversionError("no electra/encoder/layer_<i>/ weights: this is not an ELECTRA discriminator")
+    hidden = need("electra/encoder/layer_0/attention/self/query/kernel")[1]
+    inter = need("electra/encoder/layer_0/intermediate/dense/kernel")[1]
+    out = dict(vocab_size=int(vocab), embedding_size=int(emb), hidden_size=int(hidden),
+               num_hidden_layers=layers, intermediate_size=int(inter),
+               max_position_embeddings=int(positions), type_vocab_size=int(segments),
+               untied_generator_embeddings="generator/embeddings/word_embeddings" in tensors,
+               generator=None)
+    g_layers = _layers(tensors, "generator")
+    if g_layers:
+        out["generator"] = dict(
+            hidden=int(need("generator/encoder/layer_0/attention/self/query/kernel")[1]),
+            layers=g_layers,
+            intermediate=int(need("generator/encoder/layer_0/intermediate/dense/kernel")[1]))
+    return out
+
+
+def build_config(sizes: dict, base: Optional[ElectraConfig] = None, num_heads: Optional[int] = None,
+                 generator_heads: Optional[int] = None, **overrides) -> ElectraConfig:
+    """An `ElectraConfig` with the sizes of the checkpoint.
+
+    Non-shape fields (dropout, max_seq_length, optimisation...) come from `base`
+    (default: ElectraConfig()). Attention heads cannot be read off shapes: they
+    come from `num_heads`, else from `base` when its hidden_size matches, else
+    hidden_size // 64 (every released ELECTRA uses 64-wide heads).
+    Raises ConversionError if the generator's shape is one our config cannot
+    express (it derives generator heads = width // 64 and FFN = 4 * width).
+    """
+    base = base or ElectraConfig()
+    hidden = sizes["hidden_size"]
+    if num_heads is None:
+        num_heads = base.num_attention_heads if base.hidden_size == hidden else max(1, hidden // 64)
+    values = base.to_dict()
+    values.update({k: sizes[k] for k in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                                         "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                                         "untied_generator_embeddings")})
+    values["num_attention_heads"] = int(num_heads)
+    values["max_seq_length"] = min(values["max_seq_length"], sizes["max_position_embeddings"])
+    gen = sizes.get("generator")
+    if gen is not None:
+        values["generator_hidden_size"] = gen["hidden"] / hidden
+        values["generator_layers"] = gen["layers"] / sizes["num_hidden_layers"]
+    values.update(overrides)
+    try:
+        config = ElectraConfig.from_dict(values, source="converted checkpoint")
+    except ValueError as e:
+        raise ConversionError(f"the checkpoint's sizes do not make a valid config: {e}") from None
+    if gen is not None:
+        problems = []
+        if config.generator_hidden_dim != gen["hidden"]:
+            problems.append(f"generator width {gen['hidden']} (config derives {config.generator_hidden_dim})")
+        if config.generator_num_layers != gen["layers"]:
+            problems.append(f"generator layers {gen['layers']} (config derives {config.generator_num_layers})")
+        if config.generator_intermediate_size != gen["intermediate"]:
+            problems.append(f"generator FFN width {gen['intermediate']} (config derives 4 x width = "
+                            f"{config.generator_intermediate_size})")
+        if generator_heads is not None and generator_heads != config.generator_num_heads:
+            problems.append(f"generator heads {generator_heads} (config derives width // 64 = "
+                            f"{config.generator_num_heads})")
+        if problems:
+            raise ConversionError("the generator cannot be expressed by ElectraConfig: " + "; ".join(problems))
+    return config
+
+
+def new_pretrainer(config: ElectraConfig, vocab: List[str]):
+    from electra_tf.data.vocab import special_token_ids
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    if len(vocab) != config.vocab_size:
+        raise ConversionError(f"the vocabulary has {len(vocab)} tokens but the weights have vocab_size="
+                              f"{config.vocab_size}; pass the vocab.txt that belongs to the checkpoint")
+    return ElectraPretrainer(config, special_token_ids(vocab))
+
+
+def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, np.ndarray], source: str,
+                   optional_parts=(DISCRIMINATOR_HEAD, GENERATOR)):
+    """A new pre-trainer holding `tensors`; returns (pretrainer, {part: status})."""
+    pretrainer = new_pretrainer(config, vocab)
+    status = check_and_assign(pretrainer_entries(pretrainer), tensors, source, optional_parts)
+    return pretrainer, status
+
+
+def read_vocab(path: str) -> List[str]:
+    from electra_tf.data.vocab import load_vocab
+
+    return load_vocab(path)
+
+
+def write_model_dir(output: str, pretrainer, vocab_file: str, source: dict, status: dict) -> str:
+    """Writes our model directory (`saving.save_pretrained`) plus conversion.json."""
+    from electra_tf.models.saving import save_pretrained
+
+    save_pretrained(output, pretrainer, vocab_file)
+    record = dict(source, parts=status)
+    with open(os.path.join(output, CONVERSION_FILE), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return output
+
+
+def read_conversion_record(model_dir: str) -> Optional[dict]:
+    path = os.path.join(model_dir, CONVERSION_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def absent_parts(model_dir: str) -> List[str]:
+    """Parts a conversion left at their initial values (empty for trained models)."""
+    record = read_conversion_record(model_dir) or {}
+    return sorted(p for p, s in record.get("parts", {}).items() if s != "converted")
+
+
+__all__ = ["ConversionError", "DISCRIMINATOR", "DISCRIMINATOR_HEAD", "GENERATOR", "sizes_from_tensors",
+           "build_config", "load_canonical", "write_model_dir", "absent_parts"]

@@ -1,0 +1,140 @@
+"""keras-hub `ElectraBackbone` presets, both ways.
+
+A keras-hub preset directory holds config.json, model.weights.h5, metadata.json,
+tokenizer.json and assets/tokenizer/vocabulary.txt. `ElectraBackbone` is the
+discriminator encoder only, so importing one converts the encoder and leaves the
+discriminator head and the generator at their initial values (conversion.json
+says so, and `export --kind discriminator` refuses such a directory).
+
+Two differences are inherent to keras-hub and documented in docs/serving.md:
+
+* GELU form: keras-hub's `TransformerEncoder` blocks use the tanh approximation
+  (`gelu_approximate`); the original ELECTRA, Hugging Face and our default use
+  the exact erf form. Importing keeps `hidden_act="gelu"` (the form the released
+  weights were trained with) unless `hidden_act="gelu_approximate"` is asked
+  for, which reproduces keras-hub's numbers exactly. `gelu_difference` measures
+  the effect.
+* Pooler: keras-hub adds `pooled_dense` (tanh on [CLS]), which ELECTRA lacks.
+  It is dropped on import and left at its initial values on export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from electra_tf.config import ElectraConfig
+from electra_tf.convert.mapping import DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+
+VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
+
+
+def config_from_backbone(backbone, base: Optional[ElectraConfig] = None, hidden_act: str = "gelu") -> ElectraConfig:
+    base = base or ElectraConfig()
+    values = base.to_dict()
+    values.update(vocab_size=backbone.vocab_size, embedding_size=backbone.embedding_dim,
+                  hidden_size=backbone.hidden_dim, num_hidden_layers=backbone.num_layers,
+                  num_attention_heads=backbone.num_heads, intermediate_size=backbone.intermediate_dim,
+                  max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments,
+                  hidden_dropout_prob=float(backbone.dropout), attention_probs_dropout_prob=float(backbone.dropout),
+                  layer_norm_eps=1e-12, hidden_act=hidden_act)
+    values["max_seq_length"] = min(values["max_seq_length"], backbone.max_sequence_length)
+    return ElectraConfig.from_dict(values, source="keras-hub preset")
+
+
+def read_tokenizer_settings(preset_dir: str) -> dict:
+    path = os.path.join(preset_dir, "tokenizer.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("config", {})
+
+
+def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_act: str = "gelu",
+                vocab_file: Optional[str] = None):
+    """Reads a keras-hub ElectraBackbone preset directory.
+
+    Returns (pretrainer, status, vocab_file): a new `ElectraPretrainer` whose
+    discriminator encoder (and the shared embeddings) hold the preset's weights.
+    """
+    import keras_hub
+
+    from electra_tf.convert.common import new_pretrainer, read_vocab
+    from electra_tf.models.keras_hub_compat import from_keras_hub_backbone
+
+    if not os.path.isfile(os.path.join(preset_dir, "config.json")):
+        raise ConversionError(f"{preset_dir} is not a keras-hub preset directory (no config.json)")
+    try:
+        backbone = keras_hub.models.ElectraBackbone.from_preset(preset_dir)
+    except Exception as e:  # keras-hub raises several types for a bad preset
+        raise ConversionError(f"{preset_dir}: keras_hub ElectraBackbone.from_preset failed ({e})") from None
+    settings = read_tokenizer_settings(preset_dir)
+    base = base or ElectraConfig()
+    if "lowercase" in settings:
+        base = base.replace(do_lower_case=bool(settings["lowercase"]))
+    config = config_from_backbone(backbone, base, hidden_act)
+    vocab_file = vocab_file or os.path.join(preset_dir, VOCAB_ASSET)
+    if not os.path.isfile(vocab_file):
+        raise ConversionError(f"{preset_dir} has no {VOCAB_ASSET}; pass --vocab")
+    pretrainer = new_pretrainer(config, read_vocab(vocab_file))
+    try:
+        from_keras_hub_backbone(backbone, pretrainer.discriminator)
+    except ValueError as e:
+        raise ConversionError(f"{preset_dir}: {e}") from None
+    status = {DISCRIMINATOR: "converted", DISCRIMINATOR_HEAD: "absent (initial values kept)",
+              GENERATOR: "absent (initial values kept)"}
+    return pretrainer, status, vocab_file
+
+
+def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do_lower_case: bool = True,
+                  seed: int = 0) -> str:
+    """Saves our discriminator encoder as a keras-hub preset that
+    `keras_hub.models.ElectraBackbone.from_preset(preset_dir)` loads.
+
+    The pooler, which ELECTRA lacks, holds seeded initial values.
+    """
+    import keras
+    import keras_hub
+
+    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone
+
+    keras.utils.set_random_seed(seed)
+    backbone = to_keras_hub_backbone(encoder)
+    os.makedirs(preset_dir, exist_ok=True)
+    backbone.save_to_preset(preset_dir)
+    if vocab_file:
+        from electra_tf.data.vocab import load_vocab
+
+        tokenizer = keras_hub.models.ElectraTokenizer(vocabulary=load_vocab(vocab_file), lowercase=do_lower_case,
+                                                      strip_accents=do_lower_case)
+        tokenizer.save_to_preset(preset_dir)
+    return preset_dir
+
+
+def gelu_difference(encoder, inputs, backbone=None) -> dict:
+    """Measures how far keras-hub's tanh-GELU backbone is from our exact-GELU encoder.
+
+    Args:
+      encoder: our `ElectraEncoder` (exact GELU).
+      inputs: dict of input_ids / input_mask / segment_ids.
+      backbone: the keras-hub backbone with the same weights (built if None).
+
+    Returns {"max_abs": ..., "mean_abs": ..., "max_abs_activation": ...} over
+    the real (unpadded) positions of the sequence output.
+    """
+    import keras
+
+    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone
+
+    backbone = backbone or to_keras_hub_backbone(encoder)
+    ours = keras.ops.convert_to_numpy(encoder(inputs, training=False))
+    theirs = keras.ops.convert_to_numpy(backbone({
+        "token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"],
+        "padding_mask": inputs["input_mask"]}, training=False)["sequence_output"])
+    mask = np.asarray(inputs["input_mask"]).astype(bool)
+    diff = np.abs(ours - theirs)[mask]
+    return {"max_abs": float(diff.max()), "mean_abs": float(diff.mean()),
+            "max_abs_activation": float(np.abs(ours[mask]).max())}
