@@ -1,0 +1,12 @@
+"""SavedModel export for TF Serving: raw text in, tokenized in-graph. See docs/serving.md."""
+
+from electra_tf.export.loading import ExportError, build_module, load_classifier, save_classifier
+from electra_tf.export.serving import ServingModule, pair_lengths
+
+__all__ = ["ExportError", "ServingModule", "build_module", "load_classifier", "save_classifier",
+           "pair_lengths", "export"]
+
+
+def export(model_dir, output, kind="discriminator", max_seq_length=None, allow_untrained_head=False):
+    """Writes a SavedModel of `model_dir` to `output`; returns `output`."""
+    return build_module(model_dir, kind, max_seq_length, allow_untrained_head).save(output)

@@ -1,0 +1,188 @@
+"""The serving graph: raw UTF-8 text in, named outputs out, tokenized in-graph.
+
+`ServingModule` is a `tf.Module` holding the vocabulary (as constants, so the
+SavedModel carries no file path), a tensorflow-text `FastBertTokenizer`, and
+our Keras encoder + head. Its functions need only TensorFlow and
+tensorflow-text ops, so the saved graph loads without electra_tf or Keras.
+
+Encoding follows fine-tuning exactly: `[CLS] a [SEP]` (and `b [SEP]` for pairs),
+WordPiece via FastBertTokenizer with BERT's lower-case + accent stripping when
+`do_lower_case`; single texts are cut to max_seq_length - 2 pieces, pairs by the
+reference rule (drop from the longer one, one piece at a time) to
+max_seq_length - 3. Batches are padded to their longest row, not to
+max_seq_length.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+DISCRIMINATOR, CLASSIFIER = "discriminator", "classifier"
+
+
+def pair_lengths(len_a, len_b, budget):
+    """Lengths after the reference `_truncate_seq_pair` (pop from the longer; b on ties).
+
+    Closed form of the loop: unchanged if the pair fits; else if the shorter one
+    fits in half the budget it stays and the longer gets the rest; else a gets
+    ceil(budget / 2) and b floor(budget / 2).
+    """
+    len_a = tf.cast(len_a, tf.int64)
+    len_b = tf.cast(len_b, tf.int64)
+    budget = tf.cast(budget, tf.int64)
+    fits = len_a + len_b <= budget
+    short = tf.minimum(len_a, len_b)
+    short_stays = 2 * short <= budget
+    a_short = len_a < len_b
+    half_a, half_b = (budget + 1) // 2, budget // 2
+    out_a = tf.where(fits, len_a, tf.where(short_stays, tf.where(a_short, len_a, budget - len_b), half_a))
+    out_b = tf.where(fits, len_b, tf.where(short_stays, tf.where(a_short, budget - len_a, len_b), half_b))
+    return out_a, out_b
+
+
+class ServingModule(tf.Module):
+    """Text -> ELECTRA outputs, exportable with `tf.saved_model.save`.
+
+    Args:
+      kind: "discriminator" (per-token replaced probabilities) or "classifier".
+      encoder: our `ElectraEncoder` (built, weights loaded).
+      head: `DiscriminatorHead` for a discriminator; the `ClassifierModel`'s
+        head for a classifier.
+      vocab: the WordPiece vocabulary (list of tokens).
+      max_seq_length: maximum pieces per example, [CLS]/[SEP] included.
+      do_lower_case: BERT uncased normalisation.
+      labels: class names (classifier).
+      pair: the classifier takes sentence pairs.
+      regression: the classifier outputs one score.
+    """
+
+    def __init__(self, kind: str, encoder, head, vocab: Sequence[str], max_seq_length: int,
+                 do_lower_case: bool = True, labels: Optional[List[str]] = None, pair: bool = False,
+                 regression: bool = False):
+        super().__init__(name=f"electra_{kind}")
+        import tensorflow_text as tf_text
+
+        if kind not in (DISCRIMINATOR, CLASSIFIER):
+            raise ValueError(f"kind must be discriminator or classifier, not {kind!r}")
+        if max_seq_length < (4 if pair else 3):
+            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
+        vocab = list(vocab)
+        index = {t: i for i, t in reversed(list(enumerate(vocab)))}
+        missing = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]") if t not in index]
+        if missing:
+            raise ValueError(f"the vocabulary lacks {' '.join(missing)}")
+        self.kind = kind
+        self.pair = bool(pair)
+        self.regression = bool(regression)
+        self.max_seq_length = int(max_seq_length)
+        self.encoder = encoder
+        self.head = head
+        self._pad, self._cls, self._sep = index["[PAD]"], index["[CLS]"], index["[SEP]"]
+        self.tokenizer = tf_text.FastBertTokenizer(
+            vocab=vocab, token_out_type=tf.int64, unknown_token="[UNK]",
+            lower_case_nfd_strip_accents=bool(do_lower_case), support_detokenization=False)
+        self._vocab = tf.constant(vocab, tf.string)
+        self.labels = list(labels or [])
+        self._labels = tf.constant(self.labels or [""], tf.string)
+        # Tracked lists of the Keras variables, so tf.saved_model.save sees every one.
+        self.model_variables = [v.value if hasattr(v, "value") else v
+                                for v in list(encoder.weights) + list(head.weights)]
+
+        text = tf.TensorSpec([None], tf.string)
+        ids = tf.TensorSpec([None, None], tf.int32)
+        if self.pair:
+            self.serve = tf.function(self._serve_pair, input_signature=[text, text])
+        else:
+            self.serve = tf.function(self._serve_text, input_signature=[text])
+        self.serve_encoded = tf.function(self._serve_encoded, input_signature=[ids, ids, ids])
+
+    # ------------------------------------------------------------------ encoding
+    def _pieces(self, texts):
+        ragged = self.tokenizer.tokenize(texts)
+        if ragged.shape.rank > 2:  # defensive: some versions keep a words dimension
+            ragged = ragged.merge_dims(-2, -1)
+        return tf.cast(ragged, tf.int32)
+
+    def encode(self, text_a, text_b=None):
+        """Returns dict of int32 input_ids / input_mask / segment_ids [B, T] and truncated [B]."""
+        import tensorflow_text as tf_text
+
+        a = self._pieces(text_a)
+        la = a.row_lengths()
+        if text_b is None:
+            budget = self.max_seq_length - 2
+            truncated = la > budget
+            segments = [a[:, :budget]]
+        else:
+            b = self._pieces(text_b)
+            lb = b.row_lengths()
+            ta, tb = pair_lengths(la, lb, self.max_seq_length - 3)
+            truncated = (ta < la) | (tb < lb)
+            a = tf.ragged.boolean_mask(a, tf.ragged.range(la) < tf.expand_dims(ta, 1))
+            b = tf.ragged.boolean_mask(b, tf.ragged.range(lb) < tf.expand_dims(tb, 1))
+            segments = [a, b]
+        ids, seg = tf_text.combine_segments(segments, start_of_sequence_id=self._cls,
+                                            end_of_segment_id=self._sep)
+        input_ids = ids.to_tensor(default_value=self._pad)
+        return {
+            "input_ids": tf.cast(input_ids, tf.int32),
+            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(default_value=0), tf.int32),
+            "segment_ids": tf.cast(seg.to_tensor(default_value=0), tf.int32),
+            "truncated": truncated,
+        }
+
+    # ------------------------------------------------------------------ model
+    def _model_outputs(self, input_ids, input_mask, segment_ids):
+        inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        hidden = self.encoder(inputs, training=False)
+        mask = tf.cast(input_mask, tf.float32)
+        if self.kind == DISCRIMINATOR:
+            logits = tf.cast(self.head(hidden), tf.float32)
+            probs = tf.sigmoid(logits) * mask
+            return {"replaced_logits": logits * mask, "replaced_probs": probs}
+        logits = tf.cast(self.head(hidden, training=False), tf.float32)
+        if self.regression:
+            return {"score": tf.squeeze(logits, -1)}
+        probs = tf.nn.softmax(logits, -1)
+        label_id = tf.argmax(probs, -1, output_type=tf.int32)
+        return {"logits": logits, "probabilities": probs, "label_id": label_id,
+                "label": tf.gather(self._labels, label_id)}
+
+    def _text_outputs(self, enc):
+        out = self._model_outputs(enc["input_ids"], enc["input_mask"], enc["segment_ids"])
+        out["truncated"] = enc["truncated"]
+        if self.kind == DISCRIMINATOR:
+            mask = enc["input_mask"]
+            ids = enc["input_ids"]
+            real = tf.cast(mask, tf.bool)
+            # [CLS]/[SEP] only come from `encode`: typed text never tokenizes to them.
+            text_mask = real & tf.not_equal(ids, self._cls) & tf.not_equal(ids, self._sep)
+            tm = tf.cast(text_mask, tf.float32)
+            out["tokens"] = tf.where(real, tf.gather(self._vocab, ids), tf.constant(""))
+            out["input_mask"] = mask
+            out["text_mask"] = tf.cast(text_mask, tf.int32)
+            out["sentence_score"] = tf.math.divide_no_nan(
+                tf.reduce_sum(out["replaced_probs"] * tm, -1), tf.reduce_sum(tm, -1))
+            out["max_replaced_prob"] = tf.reduce_max(out["replaced_probs"] * tm, -1)
+        return out
+
+    def _serve_text(self, text):
+        return self._text_outputs(self.encode(text))
+
+    def _serve_pair(self, text_a, text_b):
+        return self._text_outputs(self.encode(text_a, text_b))
+
+    def _serve_encoded(self, input_ids, input_mask, segment_ids):
+        return self._model_outputs(input_ids, input_mask, segment_ids)
+
+    def signatures(self):
+        sigs = {"serving_default": self.serve.get_concrete_function(),
+                "encoded": self.serve_encoded.get_concrete_function()}
+        return sigs
+
+    def save(self, path: str) -> str:
+        tf.saved_model.save(self, path, signatures=self.signatures(),
+                            options=tf.saved_model.SaveOptions(save_debug_info=False))
+        return path

@@ -1,0 +1,93 @@
+"""ELECTRA as an error / disfluency detector, from Python.
+
+The same graph as the exported SavedModel's `serving_default` (one
+`ServingModule`), so scores here and from TF Serving agree.
+
+Example:
+
+>>> from electra_tf.scoring import Scorer
+>>> scorer = Scorer("models/small")                      # doctest: +SKIP
+>>> [s.sentence_score for s in scorer.score(["the cat sat", "the cat sad"])]  # doctest: +SKIP
+[0.04, 0.31]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import List, Optional, Sequence
+
+
+@dataclasses.dataclass
+class TokenScores:
+    """Scores of one text.
+
+    Attributes:
+      tokens: the word pieces of the text ([CLS]/[SEP] excluded), after truncation.
+      probabilities: P(replaced) of each piece, same length as `tokens`.
+      sentence_score: mean of `probabilities` (0.0 for an empty text).
+      truncated: the text was longer than max_seq_length - 2 pieces.
+    """
+    tokens: List[str]
+    probabilities: List[float]
+    sentence_score: float
+    truncated: bool
+
+
+class Scorer:
+    """Per-token "replaced" probabilities from a discriminator.
+
+    Args:
+      model_dir: our model directory, or an exported SavedModel directory
+        (one with saved_model.pb; then only TensorFlow + tensorflow-text run).
+      max_seq_length: pieces per text including [CLS]/[SEP] (model dirs only;
+        default: the config's).
+      batch_size: texts per call.
+    """
+
+    def __init__(self, model_dir: str, max_seq_length: Optional[int] = None, batch_size: int = 64):
+        import tensorflow as tf
+
+        self.batch_size = int(batch_size)
+        if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+            import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+            self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
+            self._call = lambda texts: self._fn(text=texts)
+        else:
+            from electra_tf.export.loading import discriminator_module
+
+            self.module = discriminator_module(model_dir, max_seq_length)
+            self._call = lambda texts: self.module.serve(texts)
+
+    def _raw(self, texts: Sequence[str]) -> dict:
+        import tensorflow as tf
+
+        return {k: v.numpy() for k, v in self._call(tf.constant(list(texts), tf.string)).items()}
+
+    def score(self, texts: Sequence[str]) -> List[TokenScores]:
+        """Scores each text; see `TokenScores`."""
+        if isinstance(texts, str):
+            raise TypeError("score() takes a list of strings; wrap a single text in a list")
+        out: List[TokenScores] = []
+        for start in range(0, len(texts), self.batch_size):
+            raw = self._raw(texts[start:start + self.batch_size])
+            for i in range(len(raw["sentence_score"])):
+                keep = raw["text_mask"][i].astype(bool)
+                out.append(TokenScores(
+                    tokens=[t.decode("utf-8") for t in raw["tokens"][i][keep]],
+                    probabilities=[float(p) for p in raw["replaced_probs"][i][keep]],
+                    sentence_score=float(raw["sentence_score"][i]),
+                    truncated=bool(raw["truncated"][i])))
+        return out
+
+
+def score(texts: Sequence[str], model_dir: str, max_seq_length: Optional[int] = None) -> List[List[float]]:
+    """Per-token replaced probabilities of each text (word pieces, [CLS]/[SEP] excluded).
+
+    Builds a `Scorer` on every call; keep a `Scorer` to score repeatedly.
+    """
+    return [s.probabilities for s in Scorer(model_dir, max_seq_length).score(texts)]
+
+
+__all__ = ["Scorer", "TokenScores", "score"]
