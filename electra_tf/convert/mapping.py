@@ -169,7 +169,7 @@ def export_tensors(entries: Iterable[Entry], parts=PARTS) -> Dict[str, np.ndarra
     """{canonical name: array in the canonical layout} of our weights."""
     import keras
 
-    return {e.name: np.asarray(e.to_canonical(keras.ops.convert_to_numpy(e.variable)), np.float32)
+    return {e.name: np.asarray(e.to_canonical(keras.ops.convert_to_numpy(e.variable.value)), np.float32)
             for e in entries if e.part in parts}
 
 
