@@ -92,6 +92,8 @@ def _import(args, base) -> int:
             config = config.replace(do_lower_case=lower)
         vocab = args.vocab or hf.find_vocab(args.input, args.generator_input)
         source.update(info)
+        if "note" in info:
+            print(f"warning: {info['note']}", file=sys.stderr)
     else:
         pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
         if args.require_all:

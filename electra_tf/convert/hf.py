@@ -257,6 +257,9 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
     tensors = to_canonical(disc_weights, "electra", disc_dir)
     act = _act(hf_disc, disc_dir)
     info = {"discriminator": os.path.basename(os.path.normpath(disc_dir))}
+    if act == "gelu_approximate":
+        info["note"] = ("hidden_act is the tanh GELU: the encoders use it, but our discriminator head "
+                        "always uses exact GELU (Hugging Face's follows hidden_act); its logits differ slightly")
     gen_heads = None
     untied = False
     if gen_dir is not None:
