@@ -64,12 +64,12 @@ def to_keras_hub_backbone(encoder: ElectraEncoder, dtype=None):
         dtype=dtype,
     )
     for ours, theirs in weight_pairs(encoder, backbone):
-        theirs.assign(keras.ops.convert_to_numpy(ours))
+        theirs.assign(keras.ops.convert_to_numpy(ours.value))
     return backbone
 
 
 def from_keras_hub_backbone(backbone, encoder: ElectraEncoder) -> ElectraEncoder:
     """Copies an ElectraBackbone's weights into a (built) encoder of the same sizes."""
     for ours, theirs in weight_pairs(encoder, backbone):
-        ours.assign(keras.ops.convert_to_numpy(theirs))
+        ours.assign(keras.ops.convert_to_numpy(theirs.value))
     return encoder
