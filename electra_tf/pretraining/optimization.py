@@ -64,6 +64,16 @@ class ElectraAdamW(keras.optimizers.AdamW):
         super().__init__(**kwargs)
         self.clip_norm = clip_norm
 
+    def apply(self, grads, trainable_variables=None):
+        # Embedding lookups give `tf.IndexedSlices` gradients with repeated rows
+        # (every [PAD], every segment-0 token). Keras' sparse Adam path
+        # scatter-adds those duplicates into m and v separately, so a row's step
+        # grows with how often it repeats (up to sqrt(n) x lr); the reference
+        # (and dense Adam) sums the duplicates first. Densify to match it; this
+        # also makes micro-batch accumulation equal to the large batch.
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        return super().apply(grads, trainable_variables)
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # Called by the TensorFlow backend right after clipping and before the
         # update; the gradients returned here are the replica-summed ones.

@@ -18,6 +18,7 @@ from electra_tf.models import (
     build_generator_head,
 )
 from electra_tf import objectives
+from electra_tf.objectives import masking as _masking
 
 # Offsets folded into the first seed word so every random draw of a step gets
 # its own stream.
@@ -64,8 +65,14 @@ class ElectraPretrainer(keras.Model):
     >>> model.fit(dataset, steps_per_epoch=100)  # doctest: +SKIP
     """
 
-    def __init__(self, config, special_token_ids, **kwargs):
+    def __init__(self, config, special_token_ids, grad_accum_steps=1, **kwargs):
         super().__init__(**kwargs)
+        grad_accum_steps = int(grad_accum_steps)
+        if grad_accum_steps < 1:
+            raise ValueError(f"grad_accum_steps={grad_accum_steps} must be >= 1")
+        # Each train_step splits its (per-replica) batch into this many
+        # micro-batches, sums their gradients and applies one update.
+        self.grad_accum_steps = grad_accum_steps
         if isinstance(config, dict):
             config = ElectraConfig.from_dict(config)
         if isinstance(special_token_ids, dict):
@@ -135,7 +142,7 @@ class ElectraPretrainer(keras.Model):
         ]
 
     # ---------------------------------------------------------------- forward
-    def forward(self, inputs, seed, row_ids=None, training=False):
+    def forward(self, inputs, seed, row_ids=None, training=False, denominators=None):
         """Runs the full ELECTRA objective on one batch.
 
         Args:
@@ -143,6 +150,10 @@ class ElectraPretrainer(keras.Model):
             seed: int [2]; with `row_ids` it determines every random draw.
             row_ids: int64 [B] stable example ids (default 0..B-1).
             training: enables dropout.
+            denominators: optional float [2] (total masked weight, total real
+                tokens) of the *global* batch; by default computed from this
+                batch and summed over replicas. Gradient accumulation passes the
+                whole step's totals so micro-batch losses sum to the batch loss.
 
         Returns a dict of tensors: losses, generator logits [B, P, V], masked
         batch fields, sampled ids, discriminator inputs, labels and logits.
@@ -194,9 +205,10 @@ class ElectraPretrainer(keras.Model):
         # Normalise by the weight of the *global* batch: each replica's loss is
         # then its share of the global-batch mean, the shares sum (like the
         # gradients) across replicas, and N replicas match one device exactly.
-        denominators = _sum_over_replicas(tf.stack([
-            tf.reduce_sum(masked.weights), tf.reduce_sum(tf.cast(input_mask, tf.float32))
-        ]))
+        if denominators is None:
+            denominators = _sum_over_replicas(tf.stack([
+                tf.reduce_sum(masked.weights), tf.reduce_sum(tf.cast(input_mask, tf.float32))
+            ]))
         mlm_loss = objectives.masked_lm_loss(
             mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
         disc_loss = objectives.replaced_token_detection_loss(
@@ -249,22 +261,33 @@ class ElectraPretrainer(keras.Model):
 
     # ------------------------------------------------------------------ steps
     def _update_metrics(self, out):
-        weights = out["masked_weights"]
-        mlm_pred = tf.argmax(out["mlm_logits"], -1, output_type=tf.int32)
         losses = _sum_over_replicas(tf.stack([out["loss"], out["mlm_loss"], out["disc_loss"]]))
+        return self._update_metrics_from(
+            losses,
+            mlm_pred=tf.argmax(out["mlm_logits"], -1, output_type=tf.int32),
+            original_ids=out["masked_original_ids"],
+            sampled_ids=out["sampled_ids"],
+            weights=out["masked_weights"],
+            labels=out["disc_labels"],
+            probs=tf.sigmoid(out["disc_logits"]),
+            input_mask=out["input_mask"],
+        )
+
+    def _update_metrics_from(self, losses, *, mlm_pred, original_ids, sampled_ids, weights,
+                             labels, probs, input_mask):
+        """`losses`: [total, mlm, disc] of the global batch (already summed)."""
         self.loss_tracker.update_state(losses[0])
         self.mlm_loss_tracker.update_state(losses[1])
         self.disc_loss_tracker.update_state(losses[2])
         self.mlm_accuracy.update_state(
-            tf.cast(tf.equal(mlm_pred, out["masked_original_ids"]), tf.float32), sample_weight=weights
+            tf.cast(tf.equal(mlm_pred, original_ids), tf.float32), sample_weight=weights
         )
         self.sampled_accuracy.update_state(
-            tf.cast(tf.equal(out["sampled_ids"], out["masked_original_ids"]), tf.float32),
-            sample_weight=weights,
+            tf.cast(tf.equal(sampled_ids, original_ids), tf.float32), sample_weight=weights,
         )
-        labels = tf.cast(out["disc_labels"], tf.float32)
-        probs = tf.sigmoid(out["disc_logits"])
-        token_weights = tf.cast(out["input_mask"], tf.float32)
+        labels = tf.cast(labels, tf.float32)
+        probs = tf.cast(probs, tf.float32)
+        token_weights = tf.cast(input_mask, tf.float32)
         for metric in (self.disc_auc, self.disc_accuracy, self.disc_precision, self.disc_recall):
             metric.update_state(labels, probs, sample_weight=token_weights)
         return {m.name: m.result() for m in self.metrics}
@@ -275,6 +298,8 @@ class ElectraPretrainer(keras.Model):
 
     def train_step(self, data):
         inputs = self._unpack(data)
+        if self.grad_accum_steps > 1:
+            return self._accumulating_train_step(inputs)
         with tf.GradientTape() as tape:
             seed, row_ids = self._train_randomness(inputs)
             out = self.forward(inputs, seed, row_ids, training=True)
@@ -286,6 +311,124 @@ class ElectraPretrainer(keras.Model):
         self.optimizer.apply_gradients(zip(grads, variables))
         return self._update_metrics(out)
 
+    def _accumulating_train_step(self, inputs):
+        """One optimizer update from `grad_accum_steps` micro-batches.
+
+        The per-replica batch is cut into k equal micro-batches that run one
+        after another in a `tf.while_loop` (activations of one micro-batch at a
+        time). Every random draw is keyed by the example's index in the global
+        batch and each loss is normalised by the whole step's weight, so the
+        summed gradient equals the gradient of the large batch in one step.
+        """
+        cfg, special = self.config, self.special_token_ids
+        k = self.grad_accum_steps
+        inputs = {name: tf.cast(inputs[name], tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        local = inputs["input_ids"].shape[0]
+        seq = inputs["input_ids"].shape[1]
+        if local is None:
+            raise ValueError("gradient accumulation needs a static batch size "
+                             "(batch the data with drop_remainder=True)")
+        if local % k:
+            raise ValueError(f"the per-replica batch of {local} is not divisible by "
+                             f"grad_accum_steps={k}")
+        micro = local // k
+        seed, row_ids = self._train_randomness(inputs)
+        # Loss normalisers of the whole (global) step; the masked count is a
+        # function of the input alone (see objectives.masking).
+        candidates = _masking.candidate_mask(
+            inputs["input_ids"], inputs["input_mask"], special.never_masked)
+        count = tf.minimum(
+            _masking.num_to_predict(inputs["input_mask"], cfg.predictions_per_seq,
+                                              cfg.mask_prob),
+            tf.reduce_sum(tf.cast(candidates, tf.int32), axis=-1))
+        denominators = _sum_over_replicas(tf.stack([
+            tf.reduce_sum(tf.cast(count, tf.float32)),
+            tf.reduce_sum(tf.cast(inputs["input_mask"], tf.float32)),
+        ]))
+        split = {name: tf.reshape(value, [k, micro, seq]) for name, value in inputs.items()}
+        split_rows = tf.reshape(row_ids, [k, micro])
+        variables = self.trainable_variables
+        P = cfg.predictions_per_seq
+
+        def body(i, losses, grads, arrays):
+            micro_inputs = {name: value[i] for name, value in split.items()}
+            with tf.GradientTape() as tape:
+                out = self.forward(micro_inputs, seed, split_rows[i], training=True,
+                                   denominators=denominators)
+                scaled_loss = self.optimizer.scale_loss(out["loss"])
+            new_grads = tape.gradient(scaled_loss, variables)
+            grads = [acc if g is None else acc + tf.cast(g, acc.dtype)
+                     for acc, g in zip(grads, new_grads)]
+            losses = losses + tf.stack([out["loss"], out["mlm_loss"], out["disc_loss"]])
+            values = (
+                tf.argmax(out["mlm_logits"], -1, output_type=tf.int32),
+                out["masked_original_ids"], out["sampled_ids"], out["masked_weights"],
+                out["disc_labels"], tf.sigmoid(tf.cast(out["disc_logits"], tf.float32)),
+                out["input_mask"],
+            )
+            arrays = [a.write(i, tf.reshape(v, a.element_shape)) for a, v in zip(arrays, values)]
+            return i + 1, losses, grads, arrays
+
+        def array(dtype, shape):
+            return tf.TensorArray(dtype, size=k, element_shape=tf.TensorShape(shape))
+
+        arrays = [
+            array(tf.int32, [micro, P]), array(tf.int32, [micro, P]), array(tf.int32, [micro, P]),
+            array(tf.float32, [micro, P]), array(tf.int32, [micro, seq]),
+            array(tf.float32, [micro, seq]), array(tf.int32, [micro, seq]),
+        ]
+        zero_grads = [tf.zeros(v.shape, dtype=v.dtype) for v in variables]
+        _, losses, grads, arrays = tf.while_loop(
+            lambda i, *_: i < k, body,
+            [tf.constant(0), tf.zeros([3], tf.float32), zero_grads, arrays],
+            parallel_iterations=1,
+        )
+        self.optimizer.apply_gradients(zip(grads, variables))
+        (mlm_pred, original_ids, sampled_ids, weights, labels, probs,
+         input_mask) = [tf.reshape(a.stack(), [local] + a.element_shape.as_list()[1:])
+                        for a in arrays]
+        return self._update_metrics_from(
+            _sum_over_replicas(losses), mlm_pred=mlm_pred, original_ids=original_ids,
+            sampled_ids=sampled_ids, weights=weights, labels=labels, probs=probs,
+            input_mask=input_mask)
+
+    # ------------------------------------------------- multi-step execution
+    def make_train_function(self, force=False):
+        """Keras' own train function, except for steps_per_execution > 1 on >= 2 replicas.
+
+        Keras 3's multi-step loop (a `tf.while_loop` over `tf.experimental.Optional`
+        with a `tf.cond` per step) fails under a multi-replica strategy
+        (keras-team/keras#19246; on MirroredStrategy over 2 CPUs: "You must feed
+        a value for placeholder tensor ..."). We run the plain
+        `for _ in tf.range(n): strategy.run(train_step, ...)` loop instead, the
+        tf.distribute idiom for TPU host loops. The iterator must hold at least
+        `steps_per_execution` more batches (pre-training data repeats forever).
+        """
+        strategy = self.distribute_strategy
+        steps = int(self.steps_per_execution)
+        if steps == 1 or strategy.num_replicas_in_sync == 1:
+            return super().make_train_function(force)
+        if self.train_function is not None and not force:
+            return self.train_function
+        from keras.src.backend.tensorflow.trainer import reduce_per_replica
+
+        step_fn = self.train_step
+        if self.jit_compile:
+            step_fn = tf.function(step_fn, jit_compile=True, reduce_retracing=True)
+
+        def metric_results():
+            return {m.name: m.result() for m in self.metrics}
+
+        @tf.function
+        def multi_step(iterator):
+            for _ in tf.range(steps):
+                strategy.run(step_fn, args=(next(iterator),))
+            return reduce_per_replica(strategy.run(metric_results), strategy, reduction="auto")
+
+        self.train_function = multi_step
+        return multi_step
+
     def test_step(self, data):
         inputs = self._unpack(data)
         seed, row_ids = self._data_randomness(inputs)
@@ -294,11 +437,14 @@ class ElectraPretrainer(keras.Model):
 
     # -------------------------------------------------------------- config
     def get_config(self):
-        return {
+        config = {
             "config": self.config.to_dict(),
             "special_token_ids": dataclasses.asdict(self.special_token_ids),
             "name": self.name,
         }
+        if self.grad_accum_steps != 1:
+            config["grad_accum_steps"] = self.grad_accum_steps
+        return config
 
     @classmethod
     def from_config(cls, config):

@@ -1,0 +1,105 @@
+"""Pre-train ELECTRA with model.fit, on CPU, GPUs, several workers or a TPU.
+
+    # the embedded default: sample corpus -> vocab + shards -> tiny model, ~2 min on CPU
+    python -m electra_tf.pretrain
+
+    # your data (shards from python -m electra_tf.data.build_pretraining_data)
+    python -m electra_tf.pretrain --config configs/small.json --data_dir shards/ \\
+        --vocab_file vocab.txt --model_dir runs/small [--strategy auto] [--mixed_precision bf16]
+
+Re-running the same command after a crash or preemption resumes from the last
+checkpoint. See docs/pretraining.md for every flag and the output layout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from electra_tf.pretraining.run import PretrainOptions  # noqa: E402
+
+
+def define_flags(fv=None):
+    fv = fv or flags.FLAGS
+    d = PretrainOptions()
+    flags.DEFINE_string("config", None, "Model config JSON (default with no --data_dir: configs/tiny.json).", flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "Shard directory (manifest.json inside); none: the embedded default.", flag_values=fv)
+    flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, TensorBoard, the final model "
+                        "(default runs/default for the embedded default).", flag_values=fv)
+    flags.DEFINE_string("vocab_file", None, "vocab.txt the shards were built with (needed with --data_dir).", flag_values=fv)
+    flags.DEFINE_string("eval_data_dir", None, "Held-out shard directory for periodic evaluation.", flag_values=fv)
+    flags.DEFINE_enum("strategy", d.strategy, ["auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu"],
+                      "tf.distribute strategy.", flag_values=fv)
+    flags.DEFINE_string("tpu", None, "TPU for --strategy tpu: 'local' (Colab TPU runtime, TPU VM) or a name/grpc address.", flag_values=fv)
+    flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into N logical devices (to try mirrored on a laptop).", flag_values=fv)
+    flags.DEFINE_enum("mixed_precision", d.mixed_precision, ["none", "bf16", "fp16"],
+                      "Compute dtype (variables, logits and losses stay float32; fp16 uses loss scaling).", flag_values=fv)
+    flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the train step.", flag_values=fv)
+    flags.DEFINE_integer("steps_per_execution", d.steps_per_execution, "Train steps per host call (TPU loop overhead).", flag_values=fv)
+    flags.DEFINE_integer("train_steps", None, "Optimizer steps (default: config num_train_steps; 300 for the embedded default).", flag_values=fv)
+    flags.DEFINE_integer("batch_size", None, "Global batch size (default: config train_batch_size; 32 for the embedded default).", flag_values=fv)
+    flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step (effective batch stays --batch_size).", flag_values=fv)
+    flags.DEFINE_integer("eval_every", None, "Evaluate every N steps (default: --save_every).", flag_values=fv)
+    flags.DEFINE_integer("eval_steps", None, "Eval batches per evaluation (default: the eval set, at most 100).", flag_values=fv)
+    flags.DEFINE_integer("save_every", None, "Checkpoint every N steps (default 1000; 100 for the embedded default).", flag_values=fv)
+    flags.DEFINE_integer("keep_checkpoints", d.keep_checkpoints, "Checkpoints kept (the last K).", flag_values=fv)
+    flags.DEFINE_integer("log_every", None, "Log line and TensorBoard scalars every N steps.", flag_values=fv)
+    flags.DEFINE_multi_string("override", [], "Config override key=value (repeatable).", flag_values=fv)
+    flags.DEFINE_integer("seed", None, "Random seed (default: the config's).", flag_values=fv)
+    flags.DEFINE_bool("deterministic_data", d.deterministic_data, "Fixed input order (tests; slower).", flag_values=fv)
+    flags.DEFINE_float("collective_timeout_s", d.collective_timeout_s,
+                       "multi_worker: fail a collective op after this many seconds (0: no limit).", flag_values=fv)
+    flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
+
+
+def options_from_flags(fv=None) -> PretrainOptions:
+    fv = fv or flags.FLAGS
+    names = [f.name for f in __import__("dataclasses").fields(PretrainOptions)]
+    values = {n: fv[n].value for n in names if n != "overrides"}
+    values["overrides"] = list(fv["override"].value or [])
+    return PretrainOptions(**values)
+
+
+def parse_args(argv) -> PretrainOptions:
+    """argv (without the program name) -> PretrainOptions, through the real flag definitions."""
+    fv = flags.FlagValues()
+    define_flags(fv)
+    fv(["electra_tf.pretrain"] + list(argv))
+    return options_from_flags(fv)
+
+
+def run_cli(opts: PretrainOptions) -> int:
+    from electra_tf.config import ConfigError  # pylint: disable=import-outside-toplevel
+    from electra_tf.data.errors import DataError  # pylint: disable=import-outside-toplevel
+    from electra_tf.data.vocab import VocabError  # pylint: disable=import-outside-toplevel
+    from electra_tf.models.saving import ModelDirError  # pylint: disable=import-outside-toplevel
+    from electra_tf.pretraining.distribution import StrategyError  # pylint: disable=import-outside-toplevel
+    from electra_tf.pretraining.run import PretrainError, run_pretraining  # pylint: disable=import-outside-toplevel
+
+    try:
+        run_pretraining(opts)
+    except (PretrainError, ConfigError, DataError, VocabError, ModelDirError, StrategyError) as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: re-run the same command to resume from the last checkpoint",
+              file=sys.stderr, flush=True)
+        return 130
+    return 0
+
+
+def main(argv):
+    if len(argv) > 1:
+        print(f"error: unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag "
+              f"(see --help)", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(run_cli(options_from_flags()))
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

@@ -1,0 +1,233 @@
+"""Keras callbacks of the pre-training job: checkpoints, TensorBoard, evaluation.
+
+Checkpoints are Keras `.weights.h5` files of the whole `ElectraPretrainer`
+(every layer, the optimizer's slots and step counter, the metric state).
+`tf.train.Checkpoint` is not used: Keras 3 keeps sub-layers in Python lists it
+does not track, so it would silently miss variables.
+
+    <model_dir>/checkpoints/ckpt-00000500.weights.h5   (the last K are kept)
+
+A checkpoint is written under a temporary name and renamed, so a crash leaves
+either the previous set or the new one, never a half-written file under a
+final name. Every step is keyed by `optimizer.iterations` (randomness and
+learning rate), so restoring it resumes the schedule exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from typing import Callable, List, Optional, Tuple
+
+import keras
+import tensorflow as tf
+
+CHECKPOINT_RE = re.compile(r"^ckpt-(\d{8})\.weights\.h5$")
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{step:08d}.weights.h5"
+
+
+class CheckpointManager:
+    """Lists, writes, prunes and restores step-numbered weight checkpoints."""
+
+    def __init__(self, directory: str, keep: int = 3):
+        if keep < 1:
+            raise ValueError(f"keep={keep} must be >= 1")
+        self.directory = directory
+        self.keep = keep
+
+    def checkpoints(self) -> List[Tuple[int, str]]:
+        """(step, path) of every complete checkpoint, oldest first."""
+        if not tf.io.gfile.isdir(self.directory):
+            return []
+        found = []
+        for name in tf.io.gfile.listdir(self.directory):
+            match = CHECKPOINT_RE.match(name.rstrip("/"))
+            if match:
+                found.append((int(match.group(1)), os.path.join(self.directory, name)))
+        return sorted(found)
+
+    def latest(self) -> Optional[Tuple[int, str]]:
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def remove_temporaries(self) -> None:
+        """Deletes what an interrupted save left behind (never a complete checkpoint)."""
+        if not tf.io.gfile.isdir(self.directory):
+            return
+        for name in tf.io.gfile.listdir(self.directory):
+            if ".tmp" in name:
+                path = os.path.join(self.directory, name)
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+
+    def save(self, model, step: int, chief: bool = True) -> Optional[str]:
+        """Writes checkpoint `step`; on non-chief workers writes to a temp dir and deletes it.
+
+        Every worker of a multi-worker run must call this (reading some
+        distributed variables is a collective op); only the chief keeps a file.
+        """
+        if not chief:
+            scratch = tempfile.mkdtemp(prefix="electra_ckpt_worker_")
+            try:
+                model.save_weights(os.path.join(scratch, checkpoint_name(step)))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return None
+        tf.io.gfile.makedirs(self.directory)
+        final = os.path.join(self.directory, checkpoint_name(step))
+        if _is_remote(final):
+            scratch = tempfile.mkdtemp(prefix="electra_ckpt_")
+            try:
+                local = os.path.join(scratch, checkpoint_name(step))
+                model.save_weights(local)
+                tf.io.gfile.copy(local, final + ".tmp", overwrite=True)
+                tf.io.gfile.rename(final + ".tmp", final, overwrite=True)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            tmp = os.path.join(self.directory, f".ckpt-{step:08d}.tmp.weights.h5")
+            model.save_weights(tmp)
+            os.replace(tmp, final)
+        for _, old in self.checkpoints()[:-self.keep]:
+            tf.io.gfile.remove(old)
+        return final
+
+    @staticmethod
+    def restore(model, path: str) -> int:
+        """Loads a checkpoint into a compiled model; returns the restored step."""
+        optimizer = model.optimizer
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
+        model.load_weights(path)
+        return int(optimizer.iterations.numpy())
+
+
+def current_learning_rate(optimizer) -> float:
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    lr = inner.learning_rate
+    return float(keras.ops.convert_to_numpy(lr))
+
+
+class PretrainingCallback(keras.callbacks.Callback):
+    """Logging, TensorBoard, periodic evaluation and checkpoints in one place.
+
+    Every `log_every` steps (optimizer steps, not fit's batch counter, so the
+    numbering survives a resume): one stdout line and TensorBoard scalars of
+    every metric, the learning rate and examples/s. At the end of each Keras
+    epoch (the run is cut into epochs that divide `save_every` and
+    `eval_every`): evaluation when the step is a multiple of `eval_every` (or
+    the last), then a checkpoint when it is a multiple of `save_every` (or the
+    last).
+
+    Args:
+      checkpoints: a CheckpointManager.
+      train_steps: the run's last step.
+      global_batch_size: examples per optimizer step (for examples/s).
+      save_every, eval_every, log_every: intervals in optimizer steps.
+      evaluate: None, or a function() -> dict of eval metrics.
+      train_writer, eval_writer: tf.summary writers (None on non-chief workers).
+      chief: whether this process keeps checkpoints.
+      print_fn: where the log lines go.
+    """
+
+    def __init__(self, checkpoints: CheckpointManager, train_steps: int, global_batch_size: int,
+                 save_every: int, eval_every: int, log_every: int,
+                 evaluate: Optional[Callable[[], dict]] = None,
+                 train_writer=None, eval_writer=None, chief: bool = True,
+                 print_fn: Callable[[str], None] = print):
+        super().__init__()
+        self.checkpoints = checkpoints
+        self.train_steps = train_steps
+        self.global_batch_size = global_batch_size
+        self.save_every = save_every
+        self.eval_every = eval_every
+        self.log_every = max(1, log_every)
+        self.evaluate = evaluate
+        self.train_writer = train_writer
+        self.eval_writer = eval_writer
+        self.chief = chief
+        self.print = print_fn
+        self.last_eval: dict = {}
+        self.last_train: dict = {}
+        self.last_saved: Optional[int] = None
+        self._last_logged_step = None
+        self._last_time = None
+        self._first_step_time = None
+        self._first_step = None
+        self.steady_examples_per_second = float("nan")
+
+    # ------------------------------------------------------------- helpers
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def _scalars(self, writer, values: dict, step: int) -> None:
+        if writer is None:
+            return
+        with writer.as_default(step=step):
+            for name, value in values.items():
+                tf.summary.scalar(name, float(value))
+        writer.flush()
+
+    # ------------------------------------------------------------ callbacks
+    def on_train_begin(self, logs=None):
+        self._last_time = time.time()
+        self._last_logged_step = self._step()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        now = time.time()
+        if self._first_step_time is None:
+            # The first execution includes tracing/compilation: measure from here.
+            self._first_step_time, self._first_step = now, step
+            self._last_time, self._last_logged_step = now, step
+        elif step > self._first_step:
+            self.steady_examples_per_second = (
+                (step - self._first_step) * self.global_batch_size / max(now - self._first_step_time, 1e-9))
+        if step % self.log_every and step != self.train_steps:
+            return
+        logs = {k: float(v) for k, v in (logs or {}).items()}
+        self.last_train = dict(logs)
+        elapsed = max(now - self._last_time, 1e-9)
+        done = step - self._last_logged_step
+        rate = done * self.global_batch_size / elapsed if done > 0 else float("nan")
+        lr = current_learning_rate(self.model.optimizer)
+        values = dict(logs, learning_rate=lr)
+        if rate == rate:
+            values["examples_per_second"] = rate
+        self._scalars(self.train_writer, values, step)
+        shown = " ".join(f"{k}={logs[k]:.4f}" for k in ("loss", "mlm_loss", "disc_loss", "disc_auc") if k in logs)
+        self.print(f"step {step}/{self.train_steps} {shown} lr={lr:.3g} examples/s={rate:.1f}")
+        self._last_time, self._last_logged_step = now, step
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = self._step()
+        logs = logs if logs is not None else {}
+        if self.evaluate is not None and (step % self.eval_every == 0 or step == self.train_steps):
+            started = time.time()
+            results = self.evaluate()
+            self.last_eval = {k: float(v) for k, v in results.items()}
+            self._scalars(self.eval_writer, self.last_eval, step)
+            for name, value in self.last_eval.items():
+                logs[f"val_{name}"] = value
+            shown = " ".join(f"{k}={v:.4f}" for k, v in self.last_eval.items()
+                             if k in ("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc"))
+            self.print(f"eval at step {step}: {shown} ({time.time() - started:.1f}s)")
+        if step % self.save_every == 0 or step == self.train_steps:
+            path = self.checkpoints.save(self.model, step, chief=self.chief)
+            self.last_saved = step
+            if path:
+                self.print(f"saved checkpoint {path}")
+        sys.stdout.flush()
