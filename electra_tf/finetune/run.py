@@ -343,6 +343,14 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) ->
     result = {"seed": seed, "train_steps": total, "train_examples": n_train,
               "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
     result.update(_evaluate(model, s, data, seed_dir))
+    if task in glue.GLUE_TASKS:
+        # Weights + labels so `python -m electra_tf.export --kind classifier` can serve it.
+        from electra_tf.export.loading import save_classifier
+
+        t = glue.GLUE_TASKS[task]
+        save_classifier(seed_dir, model, cfg, tokenizer.vocab_file, t.labels, task,
+                        pair=t.text_b is not None, max_seq_length=s.max_seq_length,
+                        regression=t.is_regression, two_layer_head=s.two_layer_head)
     with open(os.path.join(seed_dir, "lr_multipliers.json"), "w") as f:
         json.dump(mult, f, indent=1)
     return result

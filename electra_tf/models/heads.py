@@ -6,6 +6,15 @@ import keras_hub
 from electra_tf.models.initializers import electra_initializer
 
 
+def gelu_activation(name):
+    """"gelu" -> exact erf GELU (reference); "gelu_approximate" -> tanh form."""
+    if name == "gelu_approximate":
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name == "gelu":
+        return keras.activations.gelu
+    raise ValueError(f"unknown activation {name!r}; use 'gelu' or 'gelu_approximate'")
+
+
 def build_generator_head(token_embedding, layer_norm_epsilon=1e-12,
                          initializer_range=0.02, name="generator_predictions"):
     """Masked-LM head: dense(E, gelu) -> LayerNorm -> tied softmax weights + bias.
@@ -31,17 +40,20 @@ class DiscriminatorHead(keras.layers.Layer):
     Args:
         hidden_dim: width of the intermediate dense layer (H of the encoder).
         initializer_range: stddev of the truncated-normal initializer.
+        activation: "gelu" (exact) or "gelu_approximate"; follows the
+            encoder's `hidden_act`, as in the reference and Hugging Face.
 
     Returns float32 logits [batch, seq]; positive means "replaced".
     """
 
-    def __init__(self, hidden_dim, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_dim, initializer_range=0.02, activation="gelu", **kwargs):
         super().__init__(**kwargs)
         self.hidden_dim = hidden_dim
         self.initializer_range = initializer_range
+        self.activation = activation
         init = electra_initializer(initializer_range)
         self.dense = keras.layers.Dense(
-            hidden_dim, activation=keras.activations.gelu, kernel_initializer=init,
+            hidden_dim, activation=gelu_activation(activation), kernel_initializer=init,
             dtype=self.dtype_policy, name="dense",
         )
         self.dense_prediction = keras.layers.Dense(
@@ -62,5 +74,6 @@ class DiscriminatorHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden_dim=self.hidden_dim, initializer_range=self.initializer_range)
+        config.update(hidden_dim=self.hidden_dim, initializer_range=self.initializer_range,
+                      activation=self.activation)
         return config

@@ -98,7 +98,7 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
     encoder = _built(build_encoder(config), config)
     _load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
     head = DiscriminatorHead(config.hidden_size, config.initializer_range,
-                             name="discriminator_predictions")
+                             activation=config.hidden_act, name="discriminator_predictions")
     head.build((None, config.max_seq_length, config.hidden_size))
     _load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
     return encoder, head, config

@@ -101,7 +101,7 @@ class ElectraPretrainer(keras.Model):
         self.discriminator = build_encoder(config, self.embeddings, name="discriminator")
         self.discriminator_head = DiscriminatorHead(
             config.hidden_size, initializer_range=config.initializer_range,
-            name="discriminator_predictions",
+            activation=config.hidden_act, name="discriminator_predictions",
         )
 
         self.loss_tracker = keras.metrics.Mean(name="loss")
