@@ -339,11 +339,27 @@ def build_pretraining_data(
                     done[task.index] = build_shard(task)
                     meter.shards_done += 1
             else:
-                with ctx.Pool(processes, initializer=init_worker,
+                # The main process is one of the workers: spawned workers spend
+                # seconds importing TensorFlow, during which it already builds.
+                init_worker(meter.counters, single_thread=True)
+                pending = list(reversed(todo))
+                with ctx.Pool(processes - 1, initializer=init_worker,
                               initargs=(meter.counters, True)) as pool:
-                    for stats in pool.imap_unordered(build_shard, todo, chunksize=1):
-                        done[stats["index"]] = stats
-                        meter.shards_done += 1
+                    inflight = []
+                    while pending or inflight:
+                        while pending and len(inflight) < processes - 1:
+                            inflight.append(pool.apply_async(build_shard, (pending.pop(),)))
+                        if pending:
+                            stats = build_shard(pending.pop())
+                            done[stats["index"]] = stats
+                            meter.shards_done += 1
+                        else:
+                            inflight[0].wait()
+                        for result in [r for r in inflight if r.ready()]:
+                            inflight.remove(result)
+                            stats = result.get()  # re-raises a worker's error here
+                            done[stats["index"]] = stats
+                            meter.shards_done += 1
     except BaseException:
         _remove_temp_files(output_dir)
         raise

@@ -60,8 +60,11 @@ def init_worker(counters: Dict[str, Any], single_thread: bool) -> None:
     if single_thread:
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:
+            pass  # the main process's TF runtime may already be running
 
 
 def _bump(name: str, amount: int) -> None:
