@@ -24,7 +24,7 @@ from electra_tf.pretraining.run import PretrainOptions  # noqa: E402
 
 
 def define_flags(fv=None):
-    fv = fv or flags.FLAGS
+    fv = flags.FLAGS if fv is None else fv
     d = PretrainOptions()
     flags.DEFINE_string("config", None, "Model config JSON (default with no --data_dir: configs/tiny.json).", flag_values=fv)
     flags.DEFINE_string("data_dir", None, "Shard directory (manifest.json inside); none: the embedded default.", flag_values=fv)
@@ -50,14 +50,14 @@ def define_flags(fv=None):
     flags.DEFINE_integer("log_every", None, "Log line and TensorBoard scalars every N steps.", flag_values=fv)
     flags.DEFINE_multi_string("override", [], "Config override key=value (repeatable).", flag_values=fv)
     flags.DEFINE_integer("seed", None, "Random seed (default: the config's).", flag_values=fv)
-    flags.DEFINE_bool("deterministic_data", d.deterministic_data, "Fixed input order (tests; slower).", flag_values=fv)
+    flags.DEFINE_bool("deterministic_data", d.deterministic_data, "Read the shards in order, unshuffled (tests, reproducibility).", flag_values=fv)
     flags.DEFINE_float("collective_timeout_s", d.collective_timeout_s,
                        "multi_worker: fail a collective op after this many seconds (0: no limit).", flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 
 
 def options_from_flags(fv=None) -> PretrainOptions:
-    fv = fv or flags.FLAGS
+    fv = flags.FLAGS if fv is None else fv
     names = [f.name for f in __import__("dataclasses").fields(PretrainOptions)]
     values = {n: fv[n].value for n in names if n != "overrides"}
     values["overrides"] = list(fv["override"].value or [])

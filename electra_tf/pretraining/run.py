@@ -331,6 +331,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     policy = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[opts.mixed_precision]
     keras.mixed_precision.set_global_policy(policy)
+    # Same seed, same initial weights (and dropout streams) on every run and worker.
+    keras.utils.set_random_seed(config.seed)
     try:
         with strategy.scope():
             model = ElectraPretrainer(config, special, grad_accum_steps=opts.grad_accum_steps)
@@ -362,9 +364,14 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             if context is not None and context.num_input_pipelines > 1:
                 log(f"[{worker}] input pipeline {context.input_pipeline_id + 1}/"
                     f"{context.num_input_pipelines} reads its own subset of the shards")
+            if opts.deterministic_data:
+                # Shards in order, no shuffle: the same batches whatever the strategy
+                # and however often Keras re-creates the iterator (a seeded shuffle
+                # with reshuffle_each_iteration reorders on every new iterator).
+                return pretraining_dataset(data_dir, config, batch_size, training=False,
+                                           deterministic=True, input_context=context).repeat()
             return pretraining_dataset(data_dir, config, batch_size, training=True,
-                                       deterministic=opts.deterministic_data, input_context=context,
-                                       seed=data_seed)
+                                       input_context=context, seed=data_seed)
 
         def distribute(fn):
             if replicas == 1 and strategy_name == "cpu":
