@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from electra_tf.models.embeddings import ElectraEmbeddings
+from electra_tf.models.fast_block import key_mask, supports_fast_path, transformer_block
 from electra_tf.models.initializers import electra_initializer
 
 
@@ -41,6 +42,10 @@ class ElectraEncoder(keras.layers.Layer):
     >>> enc({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}).shape
     TensorShape([2, 5, 16])
     """
+
+    # Run the blocks through `fast_block.transformer_block` (class-wide switch,
+    # for A/B benchmarks; the variables are the same either way).
+    use_fast_block = True
 
     def __init__(
         self,
@@ -110,6 +115,12 @@ class ElectraEncoder(keras.layers.Layer):
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
         padding_mask = inputs["input_mask"]
+        if self.use_fast_block and all(map(supports_fast_path, self.transformer_layers)):
+            # Same variables and maths, fewer and larger matmuls: see fast_block.py.
+            mask = key_mask(padding_mask)
+            for layer in self.transformer_layers:
+                x = transformer_block(layer, x, mask, training=training)
+            return x
         for layer in self.transformer_layers:
             x = layer(x, padding_mask=padding_mask, training=training)
         return x

@@ -25,6 +25,20 @@ def sample_from_logits(logits, *, seed, row_ids=None, temperature: float = 1.0, 
         logits -= 1000.0 * tf.one_hot(disallow_ids, tf.shape(logits)[-1], dtype=tf.float32)
     if row_ids is None:
         row_ids = tf.range(tf.shape(logits)[0], dtype=tf.int64)
-    uniform = row_uniform(seed, row_ids, logits.shape[1:])
-    gumbel = -tf.math.log(-tf.math.log(uniform))
+    gumbel = _gumbel_noise(tf.cast(seed, tf.int64), tf.cast(row_ids, tf.int64),
+                          tuple(int(d) for d in logits.shape[1:]))
     return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
+
+
+def gumbel_noise(seed, row_ids, shape):
+    """Gumbel(0, 1) noise [B] + shape from the counter-based hash of `random.py`."""
+    return -tf.math.log(-tf.math.log(row_uniform(seed, row_ids, shape)))
+
+
+# The noise is one hash per [B, P, V] element (~19M for ELECTRA-Small at batch
+# 32): some 15 element-wise ops that TensorFlow runs as 15 passes over a 75 MB
+# tensor. XLA fuses them into one pass (measured ~3x faster for the whole
+# sampling on the 2-core CPU), even when the surrounding step is not compiled;
+# the argmax stays in TensorFlow, whose reduction is faster on CPU. The hash is
+# integer arithmetic, so the draws are the same as unfused.
+_gumbel_noise = tf.function(gumbel_noise, jit_compile=True, reduce_retracing=True)
