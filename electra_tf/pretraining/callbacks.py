@@ -185,6 +185,11 @@ class PretrainingCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._last_time = time.time()
         self._last_logged_step = self._step()
+        # Interval "blocks" already handled: with fp16 loss scaling a skipped
+        # (non-finite) step does not advance the counter, so epoch ends may fall
+        # off the multiples; act whenever a new block of steps is entered.
+        self._save_block = self._last_logged_step // self.save_every
+        self._eval_block = self._last_logged_step // self.eval_every
 
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
@@ -215,7 +220,9 @@ class PretrainingCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         step = self._step()
         logs = logs if logs is not None else {}
-        if self.evaluate is not None and (step % self.eval_every == 0 or step == self.train_steps):
+        last = step >= self.train_steps
+        if self.evaluate is not None and (step // self.eval_every > self._eval_block or last):
+            self._eval_block = step // self.eval_every
             started = time.time()
             results = self.evaluate()
             self.last_eval = {k: float(v) for k, v in results.items()}
@@ -225,7 +232,8 @@ class PretrainingCallback(keras.callbacks.Callback):
             shown = " ".join(f"{k}={v:.4f}" for k, v in self.last_eval.items()
                              if k in ("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc"))
             self.print(f"eval at step {step}: {shown} ({time.time() - started:.1f}s)")
-        if step % self.save_every == 0 or step == self.train_steps:
+        if step // self.save_every > self._save_block or last:
+            self._save_block = step // self.save_every
             path = self.checkpoints.save(self.model, step, chief=self.chief)
             self.last_saved = step
             if path:

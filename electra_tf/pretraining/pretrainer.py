@@ -98,6 +98,11 @@ class ElectraPretrainer(keras.Model):
             layer_norm_epsilon=config.layer_norm_eps,
             initializer_range=config.initializer_range,
         )
+        if self.generator_head.compute_dtype != self.generator_head.variable_dtype:
+            # keras-hub's MaskedLMHead turns autocast off, then adds its float32
+            # output bias to bf16/fp16 logits, which fails under mixed precision;
+            # with autocast on the bias is read in the compute dtype.
+            self.generator_head.autocast = True
         self.discriminator = build_encoder(config, self.embeddings, name="discriminator")
         self.discriminator_head = DiscriminatorHead(
             config.hidden_size, initializer_range=config.initializer_range,
@@ -132,6 +137,15 @@ class ElectraPretrainer(keras.Model):
     def build(self, input_shape=None):
         # All sub-layers are built in __init__; Keras may still call this.
         self.built = True
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Every layer is built in __init__. Keras' symbolic build under a strategy
+        # would only peek (and drop) a batch, and under MultiWorkerMirroredStrategy
+        # it fails (strategy.reduce of a dict of per-replica ints). Just build the
+        # optimizer, in the strategy's scope.
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
 
     @property
     def metrics(self):
@@ -395,27 +409,45 @@ class ElectraPretrainer(keras.Model):
 
     # ------------------------------------------------- multi-step execution
     def make_train_function(self, force=False):
-        """Keras' own train function, except for steps_per_execution > 1 on >= 2 replicas.
+        """Keras' own train function, except in two multi-replica cases it gets wrong.
 
-        Keras 3's multi-step loop (a `tf.while_loop` over `tf.experimental.Optional`
-        with a `tf.cond` per step) fails under a multi-replica strategy
-        (keras-team/keras#19246; on MirroredStrategy over 2 CPUs: "You must feed
-        a value for placeholder tensor ..."). We run the plain
-        `for _ in tf.range(n): strategy.run(train_step, ...)` loop instead, the
-        tf.distribute idiom for TPU host loops. The iterator must hold at least
-        `steps_per_execution` more batches (pre-training data repeats forever).
+        1. steps_per_execution > 1 on >= 2 replicas: Keras 3's multi-step loop (a
+           `tf.while_loop` over `tf.experimental.Optional` with a `tf.cond` per
+           step) fails (keras-team/keras#19246; on MirroredStrategy over 2 CPUs:
+           "You must feed a value for placeholder tensor ...").
+        2. MultiWorkerMirroredStrategy: Keras reduces the scalar step outputs
+           with `strategy.reduce("MEAN", v, axis=0)`, which fails on scalars.
+        There we run the plain `for _ in tf.range(n): strategy.run(step, ...)`
+        loop, the tf.distribute idiom for TPU host loops, and read the metric
+        results once. The iterator must hold `steps_per_execution` more batches
+        (pre-training data repeats; the job's eval data is repeated too).
         """
-        strategy = self.distribute_strategy
-        steps = int(self.steps_per_execution)
-        if steps == 1 or strategy.num_replicas_in_sync == 1:
-            return super().make_train_function(force)
         if self.train_function is not None and not force:
             return self.train_function
-        from keras.src.backend.tensorflow.trainer import reduce_per_replica
+        function = self._distributed_function(self.train_step)
+        if function is None:
+            return super().make_train_function(force)
+        self.train_function = function
+        return function
 
-        step_fn = self.train_step
+    def make_test_function(self, force=False):
+        if self.test_function is not None and not force:
+            return self.test_function
+        function = self._distributed_function(self.test_step)
+        if function is None:
+            return super().make_test_function(force)
+        self.test_function = function
+        return function
+
+    def _distributed_function(self, step):
+        strategy = self.distribute_strategy
+        steps = int(self.steps_per_execution)
+        multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        if not multi_worker and (steps == 1 or strategy.num_replicas_in_sync == 1):
+            return None
+        step_fn = step
         if self.jit_compile:
-            step_fn = tf.function(step_fn, jit_compile=True, reduce_retracing=True)
+            step_fn = tf.function(step, jit_compile=True, reduce_retracing=True)
 
         def metric_results():
             return {m.name: m.result() for m in self.metrics}
@@ -424,9 +456,11 @@ class ElectraPretrainer(keras.Model):
         def multi_step(iterator):
             for _ in tf.range(steps):
                 strategy.run(step_fn, args=(next(iterator),))
-            return reduce_per_replica(strategy.run(metric_results), strategy, reduction="auto")
+            results = strategy.run(metric_results)
+            # Metric variables are mirrored and updated with cross-replica sums:
+            # every replica holds the same result.
+            return {k: strategy.reduce("MEAN", v, axis=None) for k, v in results.items()}
 
-        self.train_function = multi_step
         return multi_step
 
     def test_step(self, data):

@@ -424,9 +424,14 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             model.fit(train_data, epochs=full_epochs, initial_epoch=start_epoch,
                       steps_per_epoch=epoch_steps, callbacks=callbacks, verbose=verbose)
         done = int(optimizer.iterations.numpy())
-        if done < train_steps and not model.stop_training:
+        # The tail (train_steps not a multiple of the epoch), and steps that fp16
+        # loss scaling skipped (non-finite gradients do not advance the counter).
+        for _ in range(100):
+            if done >= train_steps or model.stop_training:
+                break
             model.fit(train_data, epochs=1, steps_per_epoch=train_steps - done,
                       callbacks=callbacks, verbose=verbose)
+            done = int(optimizer.iterations.numpy())
         fit_seconds = time.time() - fit_started
         final_step = int(optimizer.iterations.numpy())
         if final_step != train_steps:
