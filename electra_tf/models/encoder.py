@@ -5,6 +5,7 @@ import keras_hub
 
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.fast_block import key_mask, supports_fast_path, transformer_block
+from electra_tf.models.heads import gelu_activation
 from electra_tf.models.initializers import electra_initializer
 
 
@@ -79,11 +80,7 @@ class ElectraEncoder(keras.layers.Layer):
                 hidden_dim, kernel_initializer=init, dtype=self.dtype_policy,
                 name="embeddings_projection",
             )
-        act = (
-            (lambda x: keras.activations.gelu(x, approximate=True))
-            if activation == "gelu_approximate"
-            else keras.activations.gelu
-        )
+        act = gelu_activation(activation)
         self.transformer_layers = [
             keras_hub.layers.TransformerEncoder(
                 intermediate_dim=intermediate_dim,
