@@ -94,3 +94,15 @@ def test_mirrored_step_equals_single_device_step(tiny, brown_examples, make_data
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
         moved += not np.allclose(a, before)
     assert moved > len(weights) // 2  # the step really updated the model
+
+
+def test_discriminator_learns_to_spot_random_replacements(tiny, brown_examples, make_dataset):
+    # With gen_weight 0 the generator stays untrained and its samples are close
+    # to uniform over the vocabulary: easy to spot for a working discriminator
+    # (measured: disc_auc 0.51 -> 0.84 in 100 steps). A broken label, mask or
+    # input path keeps the AUC near 0.5.
+    cfg = tiny.replace(gen_weight=0.0, num_train_steps=150, num_warmup_steps=15, learning_rate=2e-3)
+    model = _model(cfg, brown_examples[3])
+    history = model.fit(make_dataset(brown_examples, 32), epochs=3, steps_per_epoch=50, verbose=0).history
+    assert history["disc_auc"][-1] > 0.75, history["disc_auc"]
+    assert history["sampled_accuracy"][-1] < 0.01
