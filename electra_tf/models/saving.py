@@ -7,11 +7,15 @@ what `finetune --init` and `export` read):
     vocab.txt                      the WordPiece vocabulary (if known)
     discriminator.weights.h5       discriminator encoder (its own copy of the embeddings)
     discriminator_head.weights.h5  per-token replaced/original head
+    discriminator.keras            the same two as one Keras model (config + weights):
+                                   keras.models.load_model(path) with safe_mode on
     generator.weights.h5           generator encoder (embeddings included)
     generator_head.weights.h5      masked-LM head (tied table, dense, LayerNorm, bias)
     pretrainer.weights.h5          everything, for continuing pre-training
 
-Weights are Keras `.weights.h5` files: no pickled code is ever loaded. Files are
+Weights are Keras `.weights.h5` / `.keras` files: no pickled code is ever loaded.
+The generator has no `.keras` file: its head shares the token table with its
+encoder, a tie that Keras' whole-model format does not restore. Files are
 written under a temporary name and renamed, so a crash never leaves a
 half-written file under a final name.
 """
@@ -36,6 +40,8 @@ DISCRIMINATOR_HEAD_FILE = "discriminator_head.weights.h5"
 GENERATOR_FILE = "generator.weights.h5"
 GENERATOR_HEAD_FILE = "generator_head.weights.h5"
 PRETRAINER_FILE = "pretrainer.weights.h5"
+DISCRIMINATOR_KERAS_FILE = "discriminator.keras"
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 class ModelDirError(ValueError):
@@ -76,7 +82,21 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
     _save_layer(pretrainer.generator, os.path.join(model_dir, GENERATOR_FILE))
     _save_layer(pretrainer.generator_head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
     _save_layer(pretrainer, os.path.join(model_dir, PRETRAINER_FILE))
+    keras_path = os.path.join(model_dir, DISCRIMINATOR_KERAS_FILE)
+    discriminator_model(pretrainer.discriminator, pretrainer.discriminator_head).save(
+        keras_path + ".tmp.keras")
+    os.replace(keras_path + ".tmp.keras", keras_path)
     return model_dir
+
+
+def discriminator_model(encoder, head):
+    """A functional Keras model: ids/mask/segments -> sequence output and replaced logits."""
+    import keras
+
+    inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in INPUT_NAMES}
+    sequence = encoder(inputs)
+    return keras.Model(inputs, {"sequence_output": sequence, "replaced_logits": head(sequence)},
+                       name="electra_discriminator")
 
 
 def load_config(model_dir: str) -> ElectraConfig:

@@ -35,7 +35,7 @@ def converted(tf1_checkpoint, tmp_path_factory):
 def test_layout_and_record(converted, tf1_checkpoint):
     assert {"config.json", "vocab.txt", "discriminator.weights.h5", "discriminator_head.weights.h5",
             "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5",
-            "conversion.json"} == set(os.listdir(converted))
+            "discriminator.keras", "conversion.json"} == set(os.listdir(converted))
     record = json.load(open(os.path.join(converted, "conversion.json")))
     assert record["parts"] == {"discriminator": "converted", "discriminator_head": "converted",
                                "generator": "converted"}

@@ -37,7 +37,8 @@ def test_layout(saved):
     import os
     assert sorted(os.listdir(model_dir)) == sorted([
         "config.json", "vocab.txt", "discriminator.weights.h5", "discriminator_head.weights.h5",
-        "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5"])
+        "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5",
+        "discriminator.keras"])
 
 
 def test_discriminator_round_trip(saved):
@@ -48,6 +49,18 @@ def test_discriminator_round_trip(saved):
     want = model.discriminator_head(model.discriminator(batch)).numpy()
     got = head(encoder(batch)).numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_discriminator_keras_file_loads_in_safe_mode(saved):
+    import os
+
+    import keras
+
+    model, model_dir, cfg = saved
+    loaded = keras.models.load_model(os.path.join(model_dir, "discriminator.keras"), safe_mode=True)
+    batch = _batch(cfg)
+    want = model.discriminator_head(model.discriminator(batch)).numpy()
+    np.testing.assert_allclose(loaded(batch)["replaced_logits"].numpy(), want, atol=1e-5)
 
 
 def test_generator_round_trip(saved):

@@ -36,7 +36,8 @@ def test_short_run_writes_layout_tensorboard_and_resumes_as_done(tmp_path, job_a
     assert summary["step"] == 6 and summary["resumed_from_step"] == 0
     final = model_dir / "pretrained"
     for name in ("config.json", "vocab.txt", "discriminator.weights.h5", "discriminator_head.weights.h5",
-                 "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5"):
+                 "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5",
+                 "discriminator.keras"):
         assert (final / name).is_file(), name
     ckpts = sorted(os.listdir(model_dir / "checkpoints"))
     assert ckpts == ["ckpt-00000004.weights.h5", "ckpt-00000006.weights.h5"]  # the last K=2
