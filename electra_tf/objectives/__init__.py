@@ -11,6 +11,7 @@ from electra_tf.objectives.masking import (
     candidate_mask,
     mask_tokens,
     num_to_predict,
+    prediction_counts,
     replace_at_positions,
 )
 from electra_tf.objectives.sampling import sample_from_logits

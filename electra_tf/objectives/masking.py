@@ -38,6 +38,21 @@ def candidate_mask(input_ids, input_mask, never_masked_ids: Sequence[int]):
     return allowed
 
 
+def prediction_counts(input_ids, input_mask, max_predictions, mask_prob,
+                      never_masked_ids: Sequence[int]):
+    """Positions actually masked per example: `num_to_predict`, capped by the candidates.
+
+    Returns (count [B], candidates [B, L]). A function of the input alone, so
+    callers can know the step's masked total before masking (gradient accumulation).
+    """
+    candidates = candidate_mask(input_ids, input_mask, never_masked_ids)
+    count = tf.minimum(
+        num_to_predict(input_mask, max_predictions, mask_prob),
+        tf.reduce_sum(tf.cast(candidates, tf.int32), axis=-1),
+    )
+    return count, candidates
+
+
 def replace_at_positions(input_ids, positions, values, weights):
     """Writes `values` [B, P] at `positions` [B, P] where `weights` > 0.
 
@@ -94,11 +109,8 @@ def mask_tokens(
     if row_ids is None:
         row_ids = tf.range(tf.shape(input_ids)[0], dtype=tf.int64)
 
-    candidates = candidate_mask(input_ids, input_mask, never_masked_ids)
-    count = tf.minimum(
-        num_to_predict(input_mask, max_predictions, mask_prob),
-        tf.reduce_sum(tf.cast(candidates, tf.int32), axis=-1),
-    )
+    count, candidates = prediction_counts(
+        input_ids, input_mask, max_predictions, mask_prob, never_masked_ids)
     # Uniform scores in [0, 1) for candidates, -1 elsewhere: top-k is a uniform
     # random subset of the candidates, in random order.
     scores = row_uniform(seed_positions, row_ids, [seq_len])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -350,12 +349,9 @@ class ElectraPretrainer(keras.Model):
         seed, row_ids = self._train_randomness(inputs)
         # Loss normalisers of the whole (global) step; the masked count is a
         # function of the input alone (see objectives.masking).
-        candidates = _masking.candidate_mask(
-            inputs["input_ids"], inputs["input_mask"], special.never_masked)
-        count = tf.minimum(
-            _masking.num_to_predict(inputs["input_mask"], cfg.predictions_per_seq,
-                                              cfg.mask_prob),
-            tf.reduce_sum(tf.cast(candidates, tf.int32), axis=-1))
+        count, _ = _masking.prediction_counts(
+            inputs["input_ids"], inputs["input_mask"], cfg.predictions_per_seq,
+            cfg.mask_prob, special.never_masked)
         denominators = _sum_over_replicas(tf.stack([
             tf.reduce_sum(tf.cast(count, tf.float32)),
             tf.reduce_sum(tf.cast(inputs["input_mask"], tf.float32)),
