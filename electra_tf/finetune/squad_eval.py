@@ -49,13 +49,7 @@ def f1_v1(gold: str, pred: str) -> float:
     """
     pred_tokens = normalize_answer(pred).split()
     gold_tokens = normalize_answer(gold).split()
-    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
-    num_same = sum(common.values())
-    if num_same == 0:
-        return 0.0
-    precision = num_same / len(pred_tokens)
-    recall = num_same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return _overlap_f1(pred_tokens, gold_tokens)
 
 
 def f1_v2(gold: str, pred: str) -> float:
@@ -69,7 +63,12 @@ def f1_v2(gold: str, pred: str) -> float:
     pred_tokens = normalize_answer(pred).split() if pred else []
     if not gold_tokens or not pred_tokens:
         return float(gold_tokens == pred_tokens)
-    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
+    return _overlap_f1(pred_tokens, gold_tokens)
+
+
+def _overlap_f1(pred_tokens, gold_tokens) -> float:
+    """Harmonic mean of token precision and recall (bag-of-tokens overlap)."""
+    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
     num_same = sum(common.values())
     if num_same == 0:
         return 0.0
