@@ -24,7 +24,18 @@ class ConfigError(ValueError):
     """A config file or override that cannot describe a valid ELECTRA model."""
 
 
-OBJECTIVES = ("electra",)
+# Pre-training objectives (ELECTRA paper, Table 5 and Section 3.2); see
+# docs/pretraining.md "Objectives" for what each trains and which network is
+# the one to fine-tune (always the full-size encoder, saved as
+# discriminator.weights.h5).
+OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
+              "adversarial")
+# Objectives whose full-size network is trained as a masked LM and has no
+# replaced-token head (in two_stage only its first phase).
+MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
+# Objectives that use the small generator network.
+GENERATOR_OBJECTIVES = ("electra", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
+                        "adversarial")
 
 
 @dataclasses.dataclass
@@ -63,6 +74,8 @@ class ElectraConfig:
     temperature: float = 1.0
     disallow_correct: bool = False
     mask_token_keep_prob: float = 0.15  # 85% [MASK], 15% left as the original
+    # two_stage: steps trained as `mlm` before switching to `electra`.
+    two_stage_mlm_steps: int = 0
 
     # --- optimisation (reference: AdamWeightDecay, linear warmup + decay) -
     learning_rate: float = 5e-4
@@ -169,6 +182,14 @@ class ElectraConfig:
                 fail(name, getattr(self, name), "use a value in [0, 1)")
         if self.objective not in OBJECTIVES:
             fail("objective", self.objective, f"choose one of {', '.join(OBJECTIVES)}")
+        if isinstance(self.two_stage_mlm_steps, bool) or not isinstance(
+            self.two_stage_mlm_steps, int
+        ) or self.two_stage_mlm_steps < 0:
+            fail("two_stage_mlm_steps", self.two_stage_mlm_steps, "use an integer >= 0")
+        if self.objective == "two_stage" and self.two_stage_mlm_steps < 1:
+            fail("two_stage_mlm_steps", self.two_stage_mlm_steps,
+                 "objective two_stage needs the number of MLM steps before the switch to "
+                 "electra (e.g. --override two_stage_mlm_steps=1000)")
         if self.hidden_act not in ("gelu", "gelu_approximate"):
             fail("hidden_act", self.hidden_act, "use 'gelu' (exact) or 'gelu_approximate'")
 

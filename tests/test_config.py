@@ -63,6 +63,8 @@ def test_json_round_trip(tmp_path):
         ({"max_seq_length": 1024}, "max_position_embeddings"),
         ({"hidden_size": "big"}, "must be an integer"),
         ({"objective": "gan"}, "objective"),
+        ({"objective": "two_stage"}, "two_stage_mlm_steps"),
+        ({"two_stage_mlm_steps": -3}, "two_stage_mlm_steps"),
         ({"temperature": 0}, "temperature"),
     ],
 )

@@ -49,3 +49,72 @@ def replaced_labels(discriminator_ids, original_ids, input_mask):
 def electra_loss(mlm_loss, disc_loss, gen_weight=1.0, disc_weight=50.0):
     """Total = gen_weight * L_MLM + disc_weight * L_Disc (lambda = 50 in the paper)."""
     return gen_weight * mlm_loss + disc_weight * disc_loss
+
+
+def copy_mechanism_log_probs(mlm_logits, copy_logits, input_ids):
+    """Log of All-Tokens MLM's output distribution, D * onehot(input) + (1 - D) * softmax.
+
+    The ELECTRA paper's copy mechanism (Section 3.2, "All-Tokens MLM"): a
+    sigmoid gives, per token, the probability D of copying the input token;
+    the rest of the mass follows the MLM softmax. Computed in log space.
+
+    Args:
+        mlm_logits: float [B, L, V] MLM logits.
+        copy_logits: float [B, L], D = sigmoid(copy_logits).
+        input_ids: int [B, L] tokens the model saw (copy targets).
+
+    Returns float32 log-probabilities [B, L, V].
+    """
+    log_softmax = tf.nn.log_softmax(tf.cast(mlm_logits, tf.float32), axis=-1)
+    copy_logits = tf.cast(copy_logits, tf.float32)[..., None]
+    rest = tf.math.log_sigmoid(-copy_logits) + log_softmax
+    is_input = tf.one_hot(tf.cast(input_ids, tf.int32), tf.shape(log_softmax)[-1], on_value=True,
+                          off_value=False, dtype=tf.bool)
+    with_copy = tf.reduce_logsumexp(
+        tf.stack([rest, tf.broadcast_to(tf.math.log_sigmoid(copy_logits), tf.shape(rest))]), axis=0)
+    return tf.where(is_input, with_copy, rest)
+
+
+def all_tokens_mlm_loss(mlm_logits, copy_logits, input_ids, target_ids, weights,
+                        denominator=None):
+    """All-Tokens MLM: negative log-likelihood of every original token under the copy mixture.
+
+    Args:
+        mlm_logits: float [B, L, V] MLM logits at every position.
+        copy_logits: float [B, L] copy-gate logits (D = sigmoid).
+        input_ids: int [B, L] the model's (corrupted) input.
+        target_ids: int [B, L] the original tokens.
+        weights: [B, L], 1 for positions in the loss (the real tokens).
+        denominator: total weight to divide by, as in `masked_lm_loss`.
+    """
+    log_probs = copy_mechanism_log_probs(mlm_logits, copy_logits, input_ids)
+    picked = tf.gather(log_probs, tf.cast(target_ids, tf.int32), batch_dims=2)
+    weights = tf.cast(weights, tf.float32)
+    if denominator is None:
+        denominator = tf.reduce_sum(weights)
+    return -tf.reduce_sum(picked * weights) / (denominator + 1e-6)
+
+
+def reinforce_generator_loss(mlm_logits, sampled_ids, rewards, weights, baseline,
+                             denominator=None):
+    """REINFORCE surrogate for a generator that maximises `rewards` of its samples.
+
+    Its gradient is -mean((R - b) * grad log p_G(sample)) over the used slots.
+
+    Args:
+        mlm_logits: float [B, P, V] generator logits.
+        sampled_ids: int [B, P] the samples (no gradient flows through them).
+        rewards: float [B, P] reward of each sample (gradient is stopped).
+        weights: [B, P], 1 for used slots.
+        baseline: scalar b subtracted from the rewards to lower the variance
+            (e.g. the global batch's mean reward; the caller sums it over
+            replicas so N replicas match one device).
+        denominator: total weight to divide by, as in `masked_lm_loss`.
+    """
+    weights = tf.cast(weights, tf.float32)
+    if denominator is None:
+        denominator = tf.reduce_sum(weights)
+    advantage = tf.stop_gradient(tf.cast(rewards, tf.float32) - tf.cast(baseline, tf.float32))
+    log_probs = tf.nn.log_softmax(tf.cast(mlm_logits, tf.float32), axis=-1)
+    picked = tf.gather(log_probs, tf.cast(sampled_ids, tf.int32), batch_dims=2)
+    return -tf.reduce_sum(advantage * picked * weights) / (denominator + 1e-6)

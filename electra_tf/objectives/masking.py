@@ -12,7 +12,7 @@ from electra_tf.objectives.random import row_uniform
 
 
 class MaskedBatch(NamedTuple):
-    input_ids: tf.Tensor  # [B, L] ids with [MASK] written at ~85% of chosen positions
+    input_ids: tf.Tensor  # [B, L] ids with [MASK] (or a random id) at the chosen positions
     positions: tf.Tensor  # [B, P] chosen positions; unused slots point at 0
     original_ids: tf.Tensor  # [B, P] ids at `positions` before masking (0 in unused slots)
     weights: tf.Tensor  # [B, P] float32, 1 for a used slot, 0 otherwise
@@ -67,6 +67,16 @@ def replace_at_positions(input_ids, positions, values, weights):
     return tf.where(written, new_values, tf.cast(input_ids, tf.int32))
 
 
+def position_weights(positions, weights, seq_len: int):
+    """[B, L] float32: 1 at the used `positions` [B, P] (`weights` > 0), else 0.
+
+    Turns per-slot weights into per-token ones, e.g. to restrict a per-token
+    loss to the masked positions (ELECTRA 15%). Positions in a row are distinct.
+    """
+    hits = tf.one_hot(positions, seq_len, dtype=tf.float32) * tf.cast(weights > 0, tf.float32)[..., None]
+    return tf.reduce_sum(hits, axis=1)
+
+
 def mask_tokens(
     input_ids,
     input_mask,
@@ -78,6 +88,8 @@ def mask_tokens(
     seed,
     row_ids=None,
     keep_original_prob: float = 0.15,
+    random_token_prob: float = 0.0,
+    vocab_size: int = 0,
 ) -> MaskedBatch:
     """Chooses positions to predict and masks them (ELECTRA's `pretrain_helpers.mask`).
 
@@ -85,8 +97,10 @@ def mask_tokens(
     (random scores + top-k). The reference draws with `tf.random.categorical`,
     i.e. with replacement, so a slot can repeat a position; we avoid that
     duplicate-weight quirk. When a row has fewer candidates than its count, all
-    candidates are used. Of the chosen positions, a fraction `1 -
-    keep_original_prob` (85%) becomes [MASK]; the rest keep the original token.
+    candidates are used. Of the chosen positions, a fraction `keep_original_prob`
+    keeps the original token, a fraction `random_token_prob` gets a token drawn
+    uniformly from the whole vocabulary (as BERT), and the rest becomes [MASK]:
+    85/0/15 by default (ELECTRA's reference), 80/10/10 for BERT.
 
     Args:
         input_ids: int [B, L].
@@ -98,7 +112,16 @@ def mask_tokens(
         seed: int tensor [2]; with `row_ids` it determines every draw.
         row_ids: int [B] stable example ids (default 0..B-1); see `random.py`.
         keep_original_prob: fraction of chosen positions left unmasked.
+        random_token_prob: fraction of chosen positions given a random token
+            (0.1 for BERT's 80/10/10); needs `vocab_size`.
+        vocab_size: V, the range of the random tokens.
     """
+    if random_token_prob > 0 and vocab_size < 1:
+        raise ValueError(f"random_token_prob={random_token_prob} needs vocab_size > 0 "
+                         f"(got {vocab_size}); pass the vocabulary size")
+    if keep_original_prob + random_token_prob > 1.0:
+        raise ValueError(f"keep_original_prob={keep_original_prob} + random_token_prob="
+                         f"{random_token_prob} exceed 1; lower either")
     input_ids = tf.cast(input_ids, tf.int32)
     seed = tf.cast(seed, tf.int64)
     seed_positions = tf.stack([seed[0] * 2, seed[1]])
@@ -120,9 +143,22 @@ def mask_tokens(
     positions = top * tf.cast(weights, tf.int32)
     original_ids = tf.gather(input_ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
 
-    to_mask = row_uniform(seed_keep, row_ids, [max_predictions]) >= keep_original_prob
+    # One uniform per slot decides its fate: [0, keep) kept, [keep, keep +
+    # random) random token, the rest [MASK]. With random_token_prob = 0 this is
+    # exactly the draw of the ELECTRA-only version (same stream, same test).
+    fate = row_uniform(seed_keep, row_ids, [max_predictions])
+    to_mask = fate >= keep_original_prob + random_token_prob
+    values = tf.fill(tf.shape(positions), mask_token_id)
+    if random_token_prob > 0:
+        # A stream of its own: the negated seed word never equals another
+        # stream's (those are >= 0 for the non-negative config seeds).
+        seed_random = tf.stack([-seed[0] * 2 - 1, seed[1]])
+        random_ids = tf.cast(
+            row_uniform(seed_random, row_ids, [max_predictions]) * vocab_size, tf.int32)
+        random_ids = tf.minimum(random_ids, vocab_size - 1)
+        to_random = (fate >= keep_original_prob) & ~to_mask
+        values = tf.where(to_random, random_ids, values)
+        to_mask |= to_random
     mask_weights = weights * tf.cast(to_mask, tf.float32)
-    masked_ids = replace_at_positions(
-        input_ids, positions, tf.fill(tf.shape(positions), mask_token_id), mask_weights
-    )
+    masked_ids = replace_at_positions(input_ids, positions, values, mask_weights)
     return MaskedBatch(masked_ids, positions, original_ids, weights)
