@@ -19,12 +19,19 @@ gathers, not matmuls. `convention="executed"` therefore returns
 3 x forward FLOPs with sparse embedding lookups, the usual "6 N" count used for
 model-FLOPs utilisation. The benchmark reports both.
 
+Every pre-training objective is covered by `train_flops_per_step` (per step)
+and `total_train_flops` (a whole run; two_stage weights its two phases by
+their steps), so runs of different objectives can be compared at equal compute.
+
 Example:
 
 >>> from electra_tf.config import ElectraConfig
 >>> f = electra_train_flops(ElectraConfig(), batch_size=128)
 >>> round(f["total"] / 1e9)  # reference convention, per step
 1292
+>>> mlm = ElectraConfig(objective="mlm", max_predictions_per_seq=20)
+>>> round(train_flops_per_step(mlm, 128)["total"] * 1.45e6 / 1e15)  # the paper's BERT-Small
+1419
 """
 
 from __future__ import annotations
@@ -199,6 +206,84 @@ def electra_train_flops(config, batch_size: int, seq_length: Optional[int] = Non
     attention = factor * batch_size * seq * seq * 4 * (
         disc.layers * disc.hidden + gen.layers * gen.hidden)
     return {"generator": g, "discriminator": d, "total": g + d, "attention": attention}
+
+
+def _phase_objective(config, step: Optional[int]) -> str:
+    """The objective that step `step` trains (two_stage: mlm, then electra)."""
+    if config.objective != "two_stage":
+        return config.objective
+    if step is None:
+        raise ValueError("objective two_stage costs differ by phase; pass step= (0-based) or "
+                         "use total_train_flops for a whole run")
+    return "mlm" if step < config.two_stage_mlm_steps else "electra"
+
+
+def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = None,
+                         convention: str = "reference", step: Optional[int] = None
+                         ) -> Dict[str, float]:
+    """Training FLOPs of one pre-training step of `config.objective`.
+
+    What each objective runs (forward and backward):
+    - electra, electra_15, adversarial: generator (MLM head on the P masked
+      positions) + discriminator (binary head on every token). ELECTRA 15%
+      computes its loss on fewer tokens but runs the same networks; the
+      REINFORCE term of adversarial reuses logits already computed.
+    - mlm: the full-size network with the MLM head on the P masked positions
+      (BERT; the paper's `bert_small` count).
+    - replace_mlm: generator + the full-size network with the MLM head on the
+      P masked positions.
+    - all_tokens_mlm: generator + the full-size network with the MLM head on
+      every position (output_frac 1) + the copy gate (a binary-head-sized
+      dense -> gelu -> dense(1) on every token).
+    - two_stage: mlm for steps < `two_stage_mlm_steps`, electra after; pass
+      `step`, or use `total_train_flops`.
+
+    Args:
+        config: an `ElectraConfig`.
+        batch_size: global batch size.
+        seq_length: defaults to `config.max_seq_length`.
+        convention: "reference" or "executed" (see the module docstring).
+        step: 0-based step index; only two_stage needs it.
+
+    Returns a dict with "generator", "discriminator" (the full-size network,
+    whatever its head), "total" and "attention" FLOPs per step.
+    """
+    objective = _phase_objective(config, step)
+    if objective in ("electra", "electra_15", "adversarial"):
+        return electra_train_flops(config, batch_size, seq_length, convention)
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention={convention!r}: use one of {', '.join(CONVENTIONS)}")
+    seq = int(seq_length or config.max_seq_length)
+    factor = 2 if convention == "reference" else 3
+    disc, gen = _shapes(config, seq, convention == "executed")
+    if objective == "all_tokens_mlm":
+        full = dataclasses.replace(disc, output_frac=1.0)
+        per_seq = full.forward_flops(discriminator=False) + full.discriminator_head_flops()
+    else:
+        per_seq = disc.forward_flops(discriminator=False)
+    d = factor * batch_size * per_seq
+    g = 0.0
+    attention_width = disc.layers * disc.hidden
+    if objective in ("replace_mlm", "all_tokens_mlm"):
+        g = factor * batch_size * gen.forward_flops(discriminator=False)
+        attention_width += gen.layers * gen.hidden
+    attention = factor * batch_size * seq * seq * 4 * attention_width
+    return {"generator": g, "discriminator": d, "total": g + d, "attention": attention}
+
+
+def total_train_flops(config, batch_size: int, train_steps: int, seq_length: Optional[int] = None,
+                      convention: str = "reference") -> float:
+    """FLOPs of a whole run of `train_steps` steps (two_stage: each phase's steps at its cost).
+
+    Args: as `train_flops_per_step`, plus `train_steps`.
+    """
+    def per_step(step):
+        return train_flops_per_step(config, batch_size, seq_length, convention, step)["total"]
+
+    if config.objective != "two_stage":
+        return train_steps * per_step(None)
+    first = min(train_steps, config.two_stage_mlm_steps)
+    return first * per_step(0) + (train_steps - first) * per_step(config.two_stage_mlm_steps)
 
 
 def paper_electra_train_flops(h_d, l_d, h_g, l_g, batch_size, train_steps,
