@@ -126,10 +126,15 @@ def _export(args) -> int:
         return _fail("--from electra_tf needs --to google, hf or keras_hub")
     vocab = os.path.join(args.input, saving.VOCAB_FILE)
     if args.target == "keras_hub":
-        encoder, _, config = saving.load_discriminator(args.input)
+        encoder, config = saving.load_encoder(args.input)
         kh.export_preset(encoder, args.output, vocab if os.path.isfile(vocab) else None, config.do_lower_case)
         print(json.dumps({"output": args.output, "format": "keras_hub"}))
         return 0
+    objective = saving.load_config(args.input).objective
+    if objective not in ("electra", "electra_15", "two_stage", "adversarial"):
+        # The google/hf layouts hold a generator, a discriminator and its head.
+        return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
+                     f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
     pretrainer = saving.load_pretrainer(args.input)
     if args.target == "google":
         google.export_pretrainer(pretrainer, args.output)

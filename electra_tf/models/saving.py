@@ -11,7 +11,16 @@ what `finetune --init` and `export` read):
                                    keras.models.load_model(path) with safe_mode on
     generator.weights.h5           generator encoder (embeddings included)
     generator_head.weights.h5      masked-LM head (tied table, dense, LayerNorm, bias)
+    mlm_head.weights.h5            the full-size network's masked-LM head (objectives
+                                   mlm, replace_mlm, all_tokens_mlm, two_stage)
+    copy_head.weights.h5           All-Tokens MLM's copy gate
     pretrainer.weights.h5          everything, for continuing pre-training
+
+Which files exist depends on the config's `objective` (docs/pretraining.md):
+`discriminator.weights.h5` is always the full-size encoder, the network to
+fine-tune, whether it was trained as ELECTRA's discriminator or as a masked
+LM (BERT-style objectives have no discriminator head, no `.keras` file and,
+for `mlm`, no generator).
 
 Weights are Keras `.weights.h5` / `.keras` files: no pickled code is ever loaded.
 The generator has no `.keras` file: its head shares the token table with its
@@ -28,7 +37,7 @@ from typing import Optional, Tuple
 
 from keras.src.saving import saving_lib
 
-from electra_tf.config import ElectraConfig
+from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
 from electra_tf.models.heads import DiscriminatorHead, build_generator_head
@@ -39,6 +48,8 @@ DISCRIMINATOR_FILE = "discriminator.weights.h5"
 DISCRIMINATOR_HEAD_FILE = "discriminator_head.weights.h5"
 GENERATOR_FILE = "generator.weights.h5"
 GENERATOR_HEAD_FILE = "generator_head.weights.h5"
+MLM_HEAD_FILE = "mlm_head.weights.h5"
+COPY_HEAD_FILE = "copy_head.weights.h5"
 PRETRAINER_FILE = "pretrainer.weights.h5"
 DISCRIMINATOR_KERAS_FILE = "discriminator.keras"
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -78,14 +89,19 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
             shutil.copyfile(vocab_file, target + ".tmp")
             os.replace(target + ".tmp", target)
     _save_layer(pretrainer.discriminator, os.path.join(model_dir, DISCRIMINATOR_FILE))
-    _save_layer(pretrainer.discriminator_head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
-    _save_layer(pretrainer.generator, os.path.join(model_dir, GENERATOR_FILE))
-    _save_layer(pretrainer.generator_head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
+    # Objective-dependent parts: absent layers (e.g. mlm's generator) are skipped.
+    for attribute, name in (("discriminator_head", DISCRIMINATOR_HEAD_FILE),
+                            ("generator", GENERATOR_FILE), ("generator_head", GENERATOR_HEAD_FILE),
+                            ("mlm_head", MLM_HEAD_FILE), ("copy_head", COPY_HEAD_FILE)):
+        layer = getattr(pretrainer, attribute, None)
+        if layer is not None:
+            _save_layer(layer, os.path.join(model_dir, name))
     _save_layer(pretrainer, os.path.join(model_dir, PRETRAINER_FILE))
-    keras_path = os.path.join(model_dir, DISCRIMINATOR_KERAS_FILE)
-    discriminator_model(pretrainer.discriminator, pretrainer.discriminator_head).save(
-        keras_path + ".tmp.keras")
-    os.replace(keras_path + ".tmp.keras", keras_path)
+    if getattr(pretrainer, "discriminator_head", None) is not None:
+        keras_path = os.path.join(model_dir, DISCRIMINATOR_KERAS_FILE)
+        discriminator_model(pretrainer.discriminator, pretrainer.discriminator_head).save(
+            keras_path + ".tmp.keras")
+        os.replace(keras_path + ".tmp.keras", keras_path)
     return model_dir
 
 
@@ -112,11 +128,22 @@ def _built(encoder, config):
     return encoder
 
 
-def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, ElectraConfig]:
-    """Returns (encoder, head, config) of the discriminator, ready to fine-tune or serve."""
+def load_encoder(model_dir: str):
+    """Returns (encoder, config): the full-size encoder to fine-tune, for every objective."""
     config = load_config(model_dir)
     encoder = _built(build_encoder(config), config)
     _load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
+    return encoder, config
+
+
+def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, ElectraConfig]:
+    """Returns (encoder, head, config) of the discriminator, ready to fine-tune or serve."""
+    config = load_config(model_dir)
+    if config.objective in MLM_OBJECTIVES:
+        raise ModelDirError(
+            f"{model_dir} was pre-trained with objective {config.objective!r}, which has no "
+            f"replaced-token head; fine-tune its encoder (finetune --init) or load it with load_encoder")
+    encoder, config = load_encoder(model_dir)
     head = DiscriminatorHead(config.hidden_size, config.initializer_range,
                              activation=config.hidden_act, name="discriminator_predictions")
     head.build((None, config.max_seq_length, config.hidden_size))
@@ -127,6 +154,9 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
 def load_generator(model_dir: str):
     """Returns (encoder, masked-LM head, config) of the generator."""
     config = load_config(model_dir)
+    if config.objective not in GENERATOR_OBJECTIVES:
+        raise ModelDirError(f"{model_dir} was pre-trained with objective {config.objective!r}, "
+                            f"which has no generator")
     embeddings = build_embeddings(config)
     encoder = _built(build_generator_encoder(config, embeddings), config)
     _load_layer(encoder, os.path.join(model_dir, GENERATOR_FILE))

@@ -87,8 +87,18 @@ def all_tokens_mlm_loss(mlm_logits, copy_logits, input_ids, target_ids, weights,
         weights: [B, L], 1 for positions in the loss (the real tokens).
         denominator: total weight to divide by, as in `masked_lm_loss`.
     """
-    log_probs = copy_mechanism_log_probs(mlm_logits, copy_logits, input_ids)
-    picked = tf.gather(log_probs, tf.cast(target_ids, tf.int32), batch_dims=2)
+    # Only the target's probability is needed: log p = log((1 - D) softmax[target]
+    # + D [target == input]), from one logsumexp over the vocabulary and one
+    # gather; no [B, L, V] mixture is materialised (measured: the tiny config's
+    # all_tokens_mlm step at L=128, V=8k went from 2.7 s to 0.9 s on 2 cores).
+    logits = tf.cast(mlm_logits, tf.float32)
+    target_ids = tf.cast(target_ids, tf.int32)
+    target_log_softmax = (tf.gather(logits, target_ids, batch_dims=2)
+                          - tf.reduce_logsumexp(logits, axis=-1))
+    copy_logits = tf.cast(copy_logits, tf.float32)
+    rest = tf.math.log_sigmoid(-copy_logits) + target_log_softmax
+    with_copy = tf.reduce_logsumexp(tf.stack([rest, tf.math.log_sigmoid(copy_logits)]), axis=0)
+    picked = tf.where(tf.equal(target_ids, tf.cast(input_ids, tf.int32)), with_copy, rest)
     weights = tf.cast(weights, tf.float32)
     if denominator is None:
         denominator = tf.reduce_sum(weights)
