@@ -53,6 +53,10 @@ def define_flags(fv=None):
     flags.DEFINE_bool("deterministic_data", d.deterministic_data, "Read the shards in order, unshuffled (tests, reproducibility).", flag_values=fv)
     flags.DEFINE_float("collective_timeout_s", d.collective_timeout_s,
                        "multi_worker: fail a collective op after this many seconds (0: no limit).", flag_values=fv)
+    flags.DEFINE_bool("skip_corrupt_shards", d.skip_corrupt_shards,
+                      "Verify every training shard first (reads all bytes) and train without the missing, "
+                      "truncated or corrupted ones, reporting how many (default: stop naming the shard).",
+                      flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 
 

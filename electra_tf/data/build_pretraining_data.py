@@ -420,9 +420,11 @@ def build_pretraining_data(
     log(f"wrote {num_examples:,} examples ({manifest['num_tokens']:,} tokens) in {num_shards} shard(s) "
         f"to {output_dir} in {elapsed:.1f}s ({built_tokens / max(elapsed, 1e-6) / 1000:.1f}k corpus tokens/s)")
     for source_name, n in sorted(invalid.items()):
-        log(f"warning: {source_name}: {n} invalid UTF-8 byte(s) replaced with U+FFFD")
+        log(f"warning: {source_name}: {n} invalid UTF-8 byte(s) replaced with U+FFFD "
+            f"(convert the file to UTF-8 to keep those characters)")
     for source_name, n in sorted(cut.items()):
-        log(f"warning: {source_name}: {n} line(s) longer than {max_line_bytes} bytes cut to that length")
+        log(f"warning: {source_name}: {n} line(s) longer than {max_line_bytes} bytes cut to that length "
+            f"(split such lines into sentences, or raise --max_line_bytes to keep more of them)")
     if manifest["empty_shards"]:
         log(f"warning: {manifest['empty_shards']} of {num_shards} shards are empty; "
             f"the corpus is small for --num_shards={num_shards}")

@@ -157,7 +157,8 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         log(f"note: the corpus sample supports only {len(vocab)} tokens; set vocab_size={len(vocab)} "
             f"in the model config (or use a larger sample)")
     for path, n in sorted(stats.invalid_bytes.items()):
-        log(f"warning: {path}: {n} invalid UTF-8 byte(s) replaced with U+FFFD")
+        log(f"warning: {path}: {n} invalid UTF-8 byte(s) replaced with U+FFFD "
+            f"(convert the file to UTF-8 to keep those characters)")
     return vocab
 
 

@@ -17,6 +17,11 @@ from electra_tf.data.errors import DataError
 _GLOB_CHARS = set("*?[")
 # Bytes checked for NUL at the start of each file (git uses the same heuristic).
 BINARY_SNIFF_BYTES = 8192
+# More invalid UTF-8 than this share of those bytes: the file is in another
+# encoding (Latin-1, cp1252, ...), and replacing every accented letter with
+# U+FFFD would silently damage the text. Scattered bad bytes are replaced and
+# counted instead.
+MAX_INVALID_UTF8_SHARE = 0.01
 READ_CHUNK_BYTES = 1 << 22
 
 
@@ -131,7 +136,8 @@ def check_text_file(path: str) -> bool:
     """Rejects binary files; says whether the file holds any non-blank text.
 
     Raises:
-      DataError: the file has NUL bytes near its start (binary or UTF-16).
+      DataError: the file has NUL bytes near its start (binary or UTF-16), or
+        its start is mostly not UTF-8.
     """
     with open_binary(path) as f:
         head = f.read(BINARY_SNIFF_BYTES)
@@ -140,6 +146,13 @@ def check_text_file(path: str) -> bool:
             raise DataError(
                 f"corpus file {path!r} looks binary (NUL byte at offset {nul}); "
                 f"remove it from --corpus or convert it to UTF-8 text"
+            )
+        whole = head[:head.rfind(b"\n") + 1] or head  # no character cut at the sniff boundary
+        invalid = decode_counting(whole)[1]
+        if invalid >= 8 and invalid > MAX_INVALID_UTF8_SHARE * len(whole):
+            raise DataError(
+                f"corpus file {path!r} is not UTF-8 ({invalid} of its first {len(whole)} bytes are "
+                f"invalid; Latin-1 or cp1252?); convert it, e.g. iconv -f latin1 -t utf-8"
             )
         chunk = head
         while chunk:

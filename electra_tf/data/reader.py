@@ -19,6 +19,15 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.errors import DataError
 
 DEFAULT_SHUFFLE_BUFFER = 10000
+
+
+class CorruptShardError(DataError):
+    """A shard that is missing, truncated or corrupted; `path` names it."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
+
 DEFAULT_CYCLE_LENGTH = 8
 
 
@@ -105,13 +114,14 @@ def _check_sizes(files: Sequence[str], manifests: Dict[str, Dict[str, Any]]) -> 
             try:
                 actual = int(tf.io.gfile.stat(path).length)
             except tf.errors.NotFoundError:
-                raise DataError(f"shard {path} listed in its manifest is missing; re-run "
-                                f"build_pretraining_data with the same flags to rebuild it") from None
+                raise CorruptShardError(f"shard {path} listed in its manifest is missing; re-run "
+                                        f"build_pretraining_data with the same flags to rebuild it",
+                                        path) from None
             if actual != expected[path]:
-                raise DataError(
+                raise CorruptShardError(
                     f"shard {path} is {actual} bytes but its manifest says {expected[path]}: it is "
                     f"truncated or corrupted; delete it and re-run build_pretraining_data with the same "
-                    f"flags (and without the manifest) to rebuild it"
+                    f"flags (and without the manifest) to rebuild it", path
                 )
 
 
@@ -143,6 +153,44 @@ def verify_checksums(data: Union[str, Sequence[str]]) -> int:
     return checked
 
 
+def find_corrupt_shards(data: Union[str, Sequence[str]]) -> List[Tuple[str, str]]:
+    """Every shard that is missing, truncated or corrupted (reads all their bytes).
+
+    Shards listed in a manifest are checked against its size and sha256; others
+    record by record (the TFRecord CRCs).
+
+    Returns:
+      [(shard path, reason)] in shard order; empty when every shard is intact.
+    """
+    import hashlib  # pylint: disable=import-outside-toplevel
+
+    files, manifests = resolve_shards(data)
+    expected = {mf.join(d, s["file"]): s for d, m in manifests.items() for s in m["shards"]}
+    bad = []
+    for path in files:
+        if not tf.io.gfile.exists(path):
+            bad.append((path, "missing"))
+            continue
+        if path not in expected:
+            try:
+                for _ in tf.data.TFRecordDataset(path):
+                    pass
+            except tf.errors.DataLossError as e:
+                bad.append((path, str(e).strip().splitlines()[0]))
+            continue
+        size = int(tf.io.gfile.stat(path).length)
+        if size != expected[path]["size"]:
+            bad.append((path, f"{size} bytes, manifest says {expected[path]['size']}"))
+            continue
+        digest = hashlib.sha256()
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+        if digest.hexdigest() != expected[path]["sha256"]:
+            bad.append((path, "sha256 differs from the manifest"))
+    return bad
+
+
 def pretraining_dataset(
     data: Union[str, Sequence[str]],
     config,
@@ -154,6 +202,7 @@ def pretraining_dataset(
     seed: Optional[int] = None,
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     cycle_length: int = DEFAULT_CYCLE_LENGTH,
+    exclude: Sequence[str] = (),
 ) -> tf.data.Dataset:
     """Batches of pre-training examples from shards.
 
@@ -172,6 +221,7 @@ def pretraining_dataset(
       seed: shuffle seed (default config.seed).
       shuffle_buffer: examples held in the shuffle buffer.
       cycle_length: shard files read in parallel.
+      exclude: shard paths to leave out (e.g. those `find_corrupt_shards` found).
 
     Returns:
       tf.data.Dataset of {"input_ids", "input_mask", "segment_ids"}: int32
@@ -183,6 +233,11 @@ def pretraining_dataset(
     files, manifests = resolve_shards(data)
     for directory, manifest in manifests.items():
         check_manifest(manifest, directory, config)
+    if exclude:
+        files = [f for f in files if f not in set(exclude)]
+        if not files:
+            raise DataError(f"every shard of {data} is excluded (corrupt); rebuild them with "
+                            f"python -m electra_tf.data.build_pretraining_data")
     _check_sizes(files, manifests)
     seq_len = config.max_seq_length
     batch_size = int(batch_size or config.train_batch_size)

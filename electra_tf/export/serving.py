@@ -172,9 +172,41 @@ class ServingModule(tf.Module):
         return self._text_outputs(self.encode(text))
 
     def _serve_pair(self, text_a, text_b):
+        check = tf.debugging.assert_equal(
+            tf.size(text_a), tf.size(text_b),
+            message="text_a and text_b must hold the same number of strings (one pair per row)")
+        with tf.control_dependencies([check]):
+            text_a = tf.identity(text_a)
         return self._text_outputs(self.encode(text_a, text_b))
 
+    def _check_encoded(self, input_ids, input_mask, segment_ids):
+        """Assert ops with one-line messages: an out-of-range id would otherwise fail
+        with a bare gather error on CPU, and silently read zeros on GPU."""
+        emb = self.encoder.embeddings
+        shape = tf.shape(input_ids)
+        return [
+            tf.debugging.assert_equal(
+                tf.concat([shape, shape], 0), tf.concat([tf.shape(input_mask), tf.shape(segment_ids)], 0),
+                message="input_ids, input_mask and segment_ids must have the same [batch, seq] shape"),
+            tf.debugging.assert_less_equal(
+                shape[1], emb.max_positions,
+                message=f"sequences are longer than the model's {emb.max_positions} positions; "
+                        f"cut them to at most {emb.max_positions} tokens"),
+            tf.debugging.assert_non_negative(input_ids, message="input_ids holds a negative id; "
+                                                                "tokenize with the model's vocab.txt"),
+            tf.debugging.assert_less(
+                input_ids, emb.vocab_size,
+                message=f"input_ids holds an id >= the model's vocab size {emb.vocab_size}; tokenize "
+                        f"with the model's vocab.txt (or use the serving_default text signature)"),
+            tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be 0 or 1"),
+            tf.debugging.assert_less(segment_ids, emb.num_segments,
+                                     message=f"segment_ids must be below {emb.num_segments} (0: first "
+                                             f"text, 1: second)"),
+        ]
+
     def _serve_encoded(self, input_ids, input_mask, segment_ids):
+        with tf.control_dependencies(self._check_encoded(input_ids, input_mask, segment_ids)):
+            input_ids, input_mask, segment_ids = (tf.identity(t) for t in (input_ids, input_mask, segment_ids))
         return self._model_outputs(input_ids, input_mask, segment_ids)
 
     def signatures(self):

@@ -8,6 +8,8 @@ Example (SST-2, three seeds, reference hyper-parameters for the model size):
 Writes <output_dir>/results.json (per-seed metrics and their median) and
 <output_dir>/seed_<n>/ (dev predictions, learning-rate multipliers), and
 prints a table. Bad inputs stop with one line naming the culprit and exit 2.
+Each seed checkpoints every --save_every steps: re-running the same command
+after a crash skips finished seeds and resumes the unfinished one.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mi
                   "Keras dtype policy.")
 flags.DEFINE_string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
+flags.DEFINE_integer("save_every", 1000, "Checkpoint every N steps (0: only at the end of each seed); "
+                     "re-running the same command resumes from the last one.")
+flags.DEFINE_integer("log_every", 100, "Print a progress line (step, loss, learning rate) every N steps.")
 
 
 def main(argv):
@@ -91,7 +96,7 @@ def main(argv):
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, strategy=FLAGS.strategy,
         mixed_precision=FLAGS.mixed_precision, tfds_data_dir=FLAGS.tfds_data_dir,
-        do_lower_case=FLAGS.do_lower_case)
+        do_lower_case=FLAGS.do_lower_case, save_every=FLAGS.save_every, log_every=FLAGS.log_every)
     # Task name aliases (sst-2, sts-b) are accepted for GLUE.
     try:
         settings.task = glue.get_task(settings.task).name

@@ -2,6 +2,14 @@
 
 One call of `run_task` trains and evaluates one task for several seeds and
 writes `results.json` (per-seed metrics, their median and the settings).
+
+Resume: each seed checkpoints every `save_every` steps to
+`<output_dir>/seed_<n>/checkpoints/` (model, optimizer step and slots, dropout
+seed states) and writes `seed_<n>/result.json` when it is done. Re-running the
+same command skips finished seeds and resumes an unfinished one at its last
+checkpoint, on the same batches an uninterrupted run would see next, so it
+ends with the same result. `<output_dir>/settings.json` guards against
+resuming with other settings.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import statistics
 import time
 from typing import Dict, List, Optional, Sequence
@@ -25,6 +34,11 @@ log = logging.getLogger("electra_tf.finetune")
 SQUAD_TASKS = {"squad": False, "squad1": False, "squad2": True}
 TAGGING_TASKS = ("tagging", "ner", "chunk", "pos")
 ALL_TASKS = tuple(glue.GLUE_TASKS) + tuple(SQUAD_TASKS) + TAGGING_TASKS
+SETTINGS_FILE = "settings.json"  # in output_dir: what a re-run must match to resume
+RESULT_FILE = "result.json"  # in seed_<n>/: written when the seed is done
+CHECKPOINT_DIR = "checkpoints"  # in seed_<n>/: removed when the seed is done
+# Settings that may differ between a run and its resumption.
+_RESUMABLE_CHANGES = ("seeds", "log_every")
 
 
 class FinetuneError(ValueError):
@@ -69,6 +83,8 @@ class Settings:
     mixed_precision: str = "float32"
     tfds_data_dir: Optional[str] = None
     do_lower_case: bool = True
+    save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
+    log_every: int = 100  # progress line every N steps
 
 
 def reference_hparams(model_size: str, task: str) -> Dict[str, float]:
@@ -161,15 +177,36 @@ def load_encoder_weights(encoder, path: str) -> None:
 
     if path.endswith(".weights.h5"):
         from keras.src.saving import saving_lib
-        saving_lib.load_weights_only(encoder, path)
+        try:
+            saving_lib.load_weights_only(encoder, path)
+        except ValueError as e:
+            raise FinetuneError(
+                f"--init {path} does not fit the model config ({_first_line(e)}); pass the config.json "
+                f"of the model that wrote it with --config") from None
+        except OSError as e:
+            raise FinetuneError(f"--init {path} is not a readable .weights.h5 file ({_first_line(e)}); "
+                                f"pass the pre-training output directory") from None
         return
     if path.endswith(".keras"):
-        saved = keras.saving.load_model(path, compile=False)
+        try:
+            # safe_mode: a .keras file that carries Python code (a Lambda layer) is refused.
+            saved = keras.saving.load_model(path, compile=False, safe_mode=True)
+        except ValueError as e:
+            if "safe_mode" in str(e) or "Lambda" in str(e):
+                raise FinetuneError(
+                    f"--init {path} contains Python code (a Lambda layer), which is never executed; "
+                    f"pass a .weights.h5 file or a model directory written by electra_tf") from None
+            raise FinetuneError(f"--init {path} is not a model electra_tf can load ({_first_line(e)}); "
+                                f"pass a .weights.h5 file or a model directory") from None
         source = saved if hasattr(saved, "transformer_layers") else next(
             (l for l in saved.layers if hasattr(l, "transformer_layers")), None)
         if source is None:
             raise FinetuneError(f"{path}: no ElectraEncoder inside the saved model")
-        encoder.set_weights(source.get_weights())
+        try:
+            encoder.set_weights(source.get_weights())
+        except ValueError as e:
+            raise FinetuneError(f"--init {path} does not fit the model config ({_first_line(e)}); pass "
+                                f"the config.json of that model with --config") from None
         return
     try:
         names = [n for n, _ in tf.train.list_variables(path)]
@@ -272,16 +309,67 @@ def _steps(n_train, s: Settings, epochs):
     return total, steps_per_epoch
 
 
-def _fit(model, ds_train, total_steps, steps_per_epoch):
-    # Run exactly `total_steps` (fractional epochs allowed) over a repeated dataset.
-    epochs = max(1, math.ceil(total_steps / steps_per_epoch))
-    per_epoch = math.ceil(total_steps / epochs)
-    hist = model.fit(ds_train.repeat(), epochs=epochs, steps_per_epoch=per_epoch, verbose=2,
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _write_json_atomic(path: str, value) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def _write_settings(path: str, fixed: Dict) -> None:
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        _write_json_atomic(path, fixed)
+
+
+def _progress_callback(total_steps: int, save_every: int, log_every: int, checkpoints):
+    """Progress lines every `log_every` steps; a checkpoint every `save_every` steps and
+    at the last one; stops at exactly `total_steps`."""
+    import keras
+
+    from electra_tf.pretraining.callbacks import current_learning_rate
+
+    class Progress(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            step = int(self.model.optimizer.iterations.numpy())
+            if step % log_every == 0 or step >= total_steps:
+                loss = float((logs or {}).get("loss", float("nan")))
+                print(f"step {step}/{total_steps} loss={loss:.4f} "
+                      f"lr={current_learning_rate(self.model.optimizer):.6g}", flush=True)
+            if step >= total_steps:
+                self.model.stop_training = True
+
+        def on_epoch_end(self, epoch, logs=None):
+            step = int(self.model.optimizer.iterations.numpy())
+            if (save_every and step % save_every == 0) or step >= total_steps:
+                print(f"saved checkpoint {checkpoints.save(self.model, step)}", flush=True)
+
+    return Progress()
+
+
+def _fit(model, ds_train, total_steps, start_step, s: Settings, checkpoints):
+    """Trains from `start_step` to exactly `total_steps` over the repeated dataset.
+
+    Keras epochs are checkpoint intervals; the data skips the `start_step`
+    batches already trained on, so a resumed run sees the batches an
+    uninterrupted one would.
+    """
+    if start_step >= total_steps:
+        return []
+    chunk = s.save_every if s.save_every and s.save_every > 0 else total_steps
+    epochs = math.ceil((total_steps - start_step) / chunk)
+    callback = _progress_callback(total_steps, s.save_every, max(1, s.log_every), checkpoints)
+    hist = model.fit(ds_train.repeat().skip(start_step), epochs=epochs, steps_per_epoch=chunk,
+                     verbose=0, callbacks=[callback],
                      shuffle=False)  # the dataset is shuffled already
     return [float(v) for v in hist.history.get("loss", [])]
 
 
-def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) -> Dict:
+def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on_ready=None) -> Dict:
     """Fine-tunes and evaluates once.
 
     Args:
@@ -292,15 +380,17 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) ->
       weights: pre-trained weights path or None.
       data: prepared data (task-dependent tuple).
       seed_dir: directory for this seed's predictions.
+      on_ready: called once the model and its --init weights loaded, before
+        anything is written (run_task writes settings.json there).
     """
     import keras
     import tensorflow as tf
 
     from electra_tf.finetune.tasks import ClassifierModel, SquadModel, TaggerModel, build_and_call
     from electra_tf.models import build_encoder
+    from electra_tf.pretraining.callbacks import CheckpointError, CheckpointManager, current_learning_rate
 
     keras.utils.set_random_seed(seed)
-    os.makedirs(seed_dir, exist_ok=True)
     strategy = _strategy(s.strategy)
     task = s.task
     with strategy.scope():
@@ -336,9 +426,27 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) ->
             model.compile(optimizer=opt, loss=loss, jit_compile=False)
         else:
             model.compile(optimizer=opt, jit_compile=False)
+        # Written only now: a bad --init fails above and leaves no directory behind.
+        if on_ready is not None:
+            on_ready()
+        os.makedirs(seed_dir, exist_ok=True)
+        checkpoints = CheckpointManager(os.path.join(seed_dir, CHECKPOINT_DIR), keep=1)
+        checkpoints.remove_temporaries()
+        latest = checkpoints.latest()
+        start_step = 0
+        if latest is not None:
+            try:
+                start_step = checkpoints.restore(model, latest[1])
+            except CheckpointError as e:
+                raise FinetuneError(str(e)) from None
+            print(f"resuming seed {seed} from {latest[1]} at step {start_step} "
+                  f"(learning rate {current_learning_rate(opt):.6g})", flush=True)
     ds = _dataset(x_tr, y_tr, s.batch_size, shuffle_seed=seed)
     t0 = time.time()
-    losses = _fit(model, ds, total, per_epoch)
+    try:
+        losses = _fit(model, ds, total, start_step, s, checkpoints)
+    except CheckpointError as e:
+        raise FinetuneError(str(e)) from None
     train_time = time.time() - t0
     result = {"seed": seed, "train_steps": total, "train_examples": n_train,
               "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
@@ -353,6 +461,8 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir) ->
                         regression=t.is_regression, two_layer_head=s.two_layer_head)
     with open(os.path.join(seed_dir, "lr_multipliers.json"), "w") as f:
         json.dump(mult, f, indent=1)
+    if start_step:
+        result["resumed_from_step"] = start_step
     return result
 
 
@@ -517,15 +627,36 @@ def run_task(s: Settings) -> Dict:
     if tokenizer.vocab_size != cfg.vocab_size:
         raise FinetuneError(f"vocab file {vocab_path} has {tokenizer.vocab_size} tokens but the config says "
                             f"vocab_size={cfg.vocab_size}; pass the pre-training vocabulary")
+    if s.save_every < 0 or s.log_every < 1:
+        raise FinetuneError(f"--save_every={s.save_every} must be >= 0 and --log_every={s.log_every} >= 1")
+    fixed = {k: v for k, v in dataclasses.asdict(s).items() if k not in _RESUMABLE_CHANGES}
+    settings_path = os.path.join(s.output_dir, SETTINGS_FILE)
+    if os.path.isfile(settings_path):
+        with open(settings_path, encoding="utf-8") as f:
+            before = json.load(f)
+        changed = sorted(k for k in set(before) | set(fixed) if before.get(k) != fixed.get(k))
+        if changed:
+            raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
+                                f"({', '.join(changed)} differ from {settings_path}); re-run with the same "
+                                f"flags to resume it, or pass a new --output_dir")
     import keras
     keras.mixed_precision.set_global_policy(s.mixed_precision)
     data = prepare_data(s, tokenizer)
-    os.makedirs(s.output_dir, exist_ok=True)
     results = []
     for seed in s.seeds:
         log.info("task %s seed %d", s.task, seed)
-        results.append(run_seed(s, seed, cfg, tokenizer, weights, data,
-                                os.path.join(s.output_dir, f"seed_{seed}")))
+        seed_dir = os.path.join(s.output_dir, f"seed_{seed}")
+        done_path = os.path.join(seed_dir, RESULT_FILE)
+        if os.path.isfile(done_path):
+            with open(done_path, encoding="utf-8") as f:
+                results.append(json.load(f))
+            print(f"seed {seed}: already done ({done_path})", flush=True)
+        else:
+            results.append(run_seed(s, seed, cfg, tokenizer, weights, data, seed_dir,
+                                    on_ready=lambda: _write_settings(settings_path, fixed)))
+            _write_json_atomic(done_path, results[-1])
+        # The seed's outputs are complete: its checkpoints are no longer needed.
+        shutil.rmtree(os.path.join(seed_dir, CHECKPOINT_DIR), ignore_errors=True)
     median = _median(results)
     if s.task in glue.GLUE_TASKS:
         t = glue.GLUE_TASKS[s.task]
@@ -539,8 +670,7 @@ def run_task(s: Settings) -> Dict:
     out = {"task": s.task, "init": s.init, "weights": weights, "config": config_path, "vocab_file": vocab_path,
            "model_size": cfg.model_size, "settings": settings, "metrics": keys,
            "seeds": results, "median": median}
-    with open(os.path.join(s.output_dir, "results.json"), "w") as f:
-        json.dump(out, f, indent=2)
+    _write_json_atomic(os.path.join(s.output_dir, "results.json"), out)
     scale = 1.0 if s.task in SQUAD_TASKS else 100.0  # the SQuAD evaluator reports percent already
     print(format_table(s.task, results, median, keys, scale), flush=True)
     return out

@@ -10,16 +10,24 @@ does not track, so it would silently miss variables.
 A checkpoint is written under a temporary name and renamed, so a crash leaves
 either the previous set or the new one, never a half-written file under a
 final name. Every step is keyed by `optimizer.iterations` (randomness and
-learning rate), so restoring it resumes the schedule exactly.
+learning rate), so restoring it resumes the schedule exactly. The states of
+the Keras dropout seed generators, which `save_weights` leaves out, are stored
+in the same file (group `electra_tf_rng`), so dropout continues its stream
+after a resume instead of replaying the first steps' masks.
+
+A checkpoint that cannot be written (full disk, read-only directory) or read
+(truncated, another model's) raises `CheckpointError` with one line naming
+the file and the fix; the temporary file is removed and earlier checkpoints
+are left as they were.
 """
 
 from __future__ import annotations
 
+import io
+import math
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from typing import Callable, List, Optional, Tuple
 
@@ -27,6 +35,71 @@ import keras
 import tensorflow as tf
 
 CHECKPOINT_RE = re.compile(r"^ckpt-(\d{8})\.weights\.h5$")
+RNG_GROUP = "electra_tf_rng"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be written or restored; the message names it and the fix."""
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip()
+    text = text.splitlines()[0] if text else type(error).__name__
+    code = getattr(error, "errno", None)
+    if isinstance(code, int) and code > 0 and os.strerror(code) not in text:
+        text = f"{os.strerror(code)}: {text}"  # h5py hides ENOSPC / EACCES behind "[Errno 28] Can't write"
+    return text
+
+
+def _seed_state_variables(model):
+    return [v for v in model.variables if "seed_generator_state" in v.path]
+
+
+def _write_seed_states(model, h5_file) -> None:
+    states = _seed_state_variables(model)
+    if not states:
+        return
+    group = h5_file.create_group(RNG_GROUP)
+    for i, variable in enumerate(states):
+        group.create_dataset(str(i), data=keras.ops.convert_to_numpy(variable.value))
+        group[str(i)].attrs["path"] = variable.path
+
+
+def checkpoint_bytes(model) -> bytes:
+    """The checkpoint file of `model` (what `model.save_weights` writes, plus the
+    dropout seed states), built in memory.
+
+    It reaches the disk through plain Python writes: HDF5 kills the process
+    with SIGSEGV when it cannot flush a file it is closing (full disk, quota,
+    file-size limit), whereas a failed Python write is an OSError we report.
+    """
+    from keras.src.saving import saving_lib  # pylint: disable=import-outside-toplevel
+
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    try:
+        saving_lib._save_state(  # pylint: disable=protected-access
+            model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
+        _write_seed_states(model, store.h5_file)
+    finally:
+        store.close()  # closes the HDF5 file; the buffer stays open
+    return buffer.getvalue()
+
+
+def _read_seed_states(model, path: str) -> None:
+    import h5py  # pylint: disable=import-outside-toplevel
+
+    with h5py.File(path, "r") as f:
+        if RNG_GROUP not in f:
+            return  # a checkpoint from before the group existed: fresh dropout streams
+        stored = [f[RNG_GROUP][str(i)][()] for i in range(len(f[RNG_GROUP]))]
+    # Matched by position: load_weights above already proved the same layer structure
+    # (paths can differ: Keras numbers auto-named layers per process).
+    states = _seed_state_variables(model)
+    if len(stored) == len(states):
+        for variable, value in zip(states, stored):
+            if tuple(value.shape) == tuple(variable.shape):
+                variable.assign(value)
 
 
 def _is_remote(path: str) -> bool:
@@ -74,33 +147,45 @@ class CheckpointManager:
                     tf.io.gfile.remove(path)
 
     def save(self, model, step: int, chief: bool = True) -> Optional[str]:
-        """Writes checkpoint `step`; on non-chief workers writes to a temp dir and deletes it.
+        """Writes checkpoint `step` (temp name, fsync, rename); prunes to the last K.
 
         Every worker of a multi-worker run must call this (reading some
-        distributed variables is a collective op); only the chief keeps a file.
+        distributed variables is a collective op); only the chief writes a file.
+
+        Raises:
+          CheckpointError: the file cannot be written; earlier ones are intact.
         """
+        data = checkpoint_bytes(model)
         if not chief:
-            scratch = tempfile.mkdtemp(prefix="electra_ckpt_worker_")
-            try:
-                model.save_weights(os.path.join(scratch, checkpoint_name(step)))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
             return None
-        tf.io.gfile.makedirs(self.directory)
         final = os.path.join(self.directory, checkpoint_name(step))
-        if _is_remote(final):
-            scratch = tempfile.mkdtemp(prefix="electra_ckpt_")
+        tmp = (final + ".tmp" if _is_remote(final)
+               else os.path.join(self.directory, f".ckpt-{step:08d}.tmp.weights.h5"))
+        try:
+            tf.io.gfile.makedirs(self.directory)
+            if _is_remote(final):
+                with tf.io.gfile.GFile(tmp, "wb") as f:
+                    f.write(data)
+                tf.io.gfile.rename(tmp, final, overwrite=True)
+            else:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())  # on disk before the rename makes it the latest
+                os.replace(tmp, final)
+        except (OSError, tf.errors.OpError) as e:
+            # A full disk or a directory that became read-only: say so in one
+            # line, drop the partial file, keep every earlier checkpoint.
             try:
-                local = os.path.join(scratch, checkpoint_name(step))
-                model.save_weights(local)
-                tf.io.gfile.copy(local, final + ".tmp", overwrite=True)
-                tf.io.gfile.rename(final + ".tmp", final, overwrite=True)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-        else:
-            tmp = os.path.join(self.directory, f".ckpt-{step:08d}.tmp.weights.h5")
-            model.save_weights(tmp)
-            os.replace(tmp, final)
+                if tf.io.gfile.exists(tmp):
+                    tf.io.gfile.remove(tmp)
+            except (OSError, tf.errors.OpError):
+                pass
+            latest = self.latest()
+            kept = f"the last checkpoint, {latest[1]}, is intact" if latest else "no earlier checkpoint exists"
+            raise CheckpointError(
+                f"cannot write checkpoint {final} ({_reason(e)}); {kept}; free disk space or make "
+                f"{self.directory} writable, then re-run the same command to resume") from None
         for _, old in self.checkpoints()[:-self.keep]:
             tf.io.gfile.remove(old)
         return final
@@ -111,7 +196,17 @@ class CheckpointManager:
         optimizer = model.optimizer
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
-        model.load_weights(path)
+        try:
+            model.load_weights(path)
+            _read_seed_states(model, path)
+        except ValueError as e:  # shapes or layer structure differ: another model's file
+            raise CheckpointError(
+                f"checkpoint {path} does not fit this model ({_reason(e)}); it was written for "
+                f"another config: pass a new model directory, or delete the checkpoint") from None
+        except (OSError, RuntimeError, KeyError, tf.errors.OpError) as e:  # truncated / corrupted
+            raise CheckpointError(
+                f"checkpoint {path} is unreadable ({_reason(e)}); delete it to resume from the "
+                f"checkpoint before it") from None
         return int(optimizer.iterations.numpy())
 
 
@@ -119,6 +214,31 @@ def current_learning_rate(optimizer) -> float:
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     lr = inner.learning_rate
     return float(keras.ops.convert_to_numpy(lr))
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Stops training at the first step whose loss is NaN or Inf.
+
+    Like `keras.callbacks.TerminateOnNaN`, but it records the optimizer step
+    (`bad_step`, `bad_value`) for the caller's error message, and
+    `PretrainingCallback` saves nothing once training was stopped, so the last
+    good checkpoint stays the latest one.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.bad_step: Optional[int] = None
+        self.bad_value: Optional[float] = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or self.bad_step is not None:
+            return
+        loss = float(loss)
+        if not math.isfinite(loss):
+            self.bad_step = int(self.model.optimizer.iterations.numpy())
+            self.bad_value = loss
+            self.model.stop_training = True
 
 
 class PretrainingCallback(keras.callbacks.Callback):
@@ -218,6 +338,8 @@ class PretrainingCallback(keras.callbacks.Callback):
         self._last_time, self._last_logged_step = now, step
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.model.stop_training:
+            return  # stopped for a non-finite loss: these weights must not become a checkpoint
         step = self._step()
         logs = logs if logs is not None else {}
         last = step >= self.train_steps

@@ -73,6 +73,7 @@ class PretrainOptions:
     seed: Optional[int] = None
     deterministic_data: bool = False
     collective_timeout_s: float = 0.0
+    skip_corrupt_shards: bool = False  # verify every shard first; train without the corrupt ones
     verbose: str = "auto"  # auto | 0 | 1 | 2 (Keras progress bar)
 
 
@@ -305,27 +306,30 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             _fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
                   f"{run_path}); re-run with the same flags to resume it, or pass a new --model_dir")
 
-    from electra_tf.data.reader import pretraining_dataset  # pylint: disable=import-outside-toplevel
+    from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset  # pylint: disable=import-outside-toplevel
     from electra_tf.data.vocab import special_token_ids  # pylint: disable=import-outside-toplevel
 
     special = special_token_ids(vocab_file)
+    skipped = []  # (path, reason) of corrupt training shards left out (--skip_corrupt_shards)
+    if opts.skip_corrupt_shards:
+        skipped = find_corrupt_shards(data_dir)
+        if skipped:
+            log(f"warning: skipping {len(skipped)} corrupt shard(s) of {data_dir}: "
+                + "; ".join(f"{os.path.basename(p)} ({why})" for p, why in skipped))
+    excluded = [p for p, _ in skipped]
     # Validate the shards against the config now (raises DataError before any write).
-    pretraining_dataset(data_dir, config, per_replica, training=True)
+    try:
+        pretraining_dataset(data_dir, config, per_replica, training=True, exclude=excluded)
+    except CorruptShardError as e:
+        _fail(f"{e}; or pass --skip_corrupt_shards to train without it")
     if eval_dir:
         pretraining_dataset(eval_dir, config, per_replica, training=False)
 
-    if chief:
-        tf.io.gfile.makedirs(model_dir)
-        _write_json(run_path, {
-            "settings": settings,
-            "flags": dataclasses.asdict(opts),
-            "data_dir": data_dir, "eval_data_dir": eval_dir, "vocab_file": vocab_file,
-            "strategy": strategy_text,
-        })
 
     # ---- 4. model, optimizer, restore -----------------------------------------
     from electra_tf.models.saving import save_pretrained  # pylint: disable=import-outside-toplevel
-    from electra_tf.pretraining.callbacks import CheckpointManager, PretrainingCallback  # pylint: disable=import-outside-toplevel
+    from electra_tf.pretraining.callbacks import (  # pylint: disable=import-outside-toplevel
+        CheckpointError, CheckpointManager, PretrainingCallback, StopOnNonFiniteLoss)
     from electra_tf.pretraining.optimization import create_optimizer  # pylint: disable=import-outside-toplevel
     from electra_tf.pretraining.pretrainer import ElectraPretrainer  # pylint: disable=import-outside-toplevel
 
@@ -348,12 +352,25 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         latest = checkpoints.latest()
         start_step = 0
         if latest is not None:
-            start_step = checkpoints.restore(model, latest[1])
+            try:
+                start_step = checkpoints.restore(model, latest[1])
+            except CheckpointError as e:
+                _fail(str(e))
             if start_step != latest[0]:
                 _fail(f"checkpoint {latest[1]} holds step {start_step}, not {latest[0]}; delete it to "
                       f"resume from the one before")
             log(f"resuming from {latest[1]} at step {start_step} (learning rate "
                 f"{float(optimizer.learning_rate if not hasattr(optimizer, 'inner_optimizer') else optimizer.inner_optimizer.learning_rate):.3g})")
+        if chief:
+            # Written once the checkpoint restored: a foreign or broken checkpoint
+            # stops the run above without touching the directory.
+            tf.io.gfile.makedirs(model_dir)
+            _write_json(run_path, {
+                "settings": settings,
+                "flags": dataclasses.asdict(opts),
+                "data_dir": data_dir, "eval_data_dir": eval_dir, "vocab_file": vocab_file,
+                "strategy": strategy_text,
+            })
         if start_step > train_steps:
             _fail(f"{model_dir} is already at step {start_step}, past --train_steps={train_steps}")
 
@@ -369,9 +386,10 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                 # and however often Keras re-creates the iterator (a seeded shuffle
                 # with reshuffle_each_iteration reorders on every new iterator).
                 return pretraining_dataset(data_dir, config, batch_size, training=False,
-                                           deterministic=True, input_context=context).repeat()
+                                           deterministic=True, input_context=context,
+                                           exclude=excluded).repeat()
             return pretraining_dataset(data_dir, config, batch_size, training=True,
-                                       input_context=context, seed=data_seed)
+                                       input_context=context, seed=data_seed, exclude=excluded)
 
         def distribute(fn):
             if replicas == 1 and strategy_name == "cpu":
@@ -412,7 +430,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         if verbose == "auto":
             verbose = 1 if sys.stdout.isatty() else 0
         verbose = int(verbose)
-        callbacks = [callback, keras.callbacks.TerminateOnNaN()]
+        nan_guard = StopOnNonFiniteLoss()
+        callbacks = [nan_guard, callback]
         full_epochs = train_steps // epoch_steps
         log(f"[{worker}] pre-training {config.model_size} config ({model.count_params():,} parameters) "
             f"on {strategy_text}: steps {start_step}->{train_steps}, global batch {batch_size}"
@@ -420,18 +439,39 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             f"precision {policy}, jit_compile={bool(opts.jit_compile)}, steps_per_execution={spe}")
         fit_started = time.time()
         start_epoch = start_step // epoch_steps
-        if start_step < full_epochs * epoch_steps:
-            model.fit(train_data, epochs=full_epochs, initial_epoch=start_epoch,
-                      steps_per_epoch=epoch_steps, callbacks=callbacks, verbose=verbose)
-        done = int(optimizer.iterations.numpy())
-        # The tail (train_steps not a multiple of the epoch), and steps that fp16
-        # loss scaling skipped (non-finite gradients do not advance the counter).
-        for _ in range(100):
-            if done >= train_steps or model.stop_training:
-                break
-            model.fit(train_data, epochs=1, steps_per_epoch=train_steps - done,
-                      callbacks=callbacks, verbose=verbose)
+        try:
+            if start_step < full_epochs * epoch_steps:
+                model.fit(train_data, epochs=full_epochs, initial_epoch=start_epoch,
+                          steps_per_epoch=epoch_steps, callbacks=callbacks, verbose=verbose)
             done = int(optimizer.iterations.numpy())
+            # The tail (train_steps not a multiple of the epoch), and steps that fp16
+            # loss scaling skipped (non-finite gradients do not advance the counter).
+            for _ in range(100):
+                if done >= train_steps or model.stop_training:
+                    break
+                model.fit(train_data, epochs=1, steps_per_epoch=train_steps - done,
+                          callbacks=callbacks, verbose=verbose)
+                done = int(optimizer.iterations.numpy())
+        except CheckpointError as e:
+            _fail(str(e))
+        except tf.errors.DataLossError as e:
+            _fail(_data_loss_message(e, [data_dir] + ([eval_dir] if eval_dir else []), excluded,
+                                     checkpoints))
+        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+                tf.errors.CancelledError, tf.errors.InternalError) as e:
+            if strategy_name != "multi_worker":
+                raise
+            # A peer died (preemption, OOM kill): the coordination service's heartbeat
+            # (or --collective_timeout_s) fails the collective here instead of hanging.
+            _fail(f"[{worker}] lost contact with another worker ({_peer_failure(e)}); restart every "
+                  f"worker with the same command to resume from the last checkpoint"
+                  f"{_latest_text(checkpoints)}")
+        if nan_guard.bad_step is not None:
+            _fail(f"the training loss became {nan_guard.bad_value} at step {nan_guard.bad_step}; "
+                  f"training stopped and nothing was saved after it"
+                  f"{_latest_text(checkpoints, ' (the last good checkpoint, kept: {})')}; lower the "
+                  f"learning rate (--override learning_rate=...) or check the data, and start again "
+                  f"in a new --model_dir")
         fit_seconds = time.time() - fit_started
         final_step = int(optimizer.iterations.numpy())
         if final_step != train_steps:
@@ -450,13 +490,19 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             "fit_seconds": round(fit_seconds, 2), "total_seconds": None,
             "examples_per_second": round(callback.steady_examples_per_second, 2),
             "train_metrics": callback.last_train, "eval_metrics": callback.last_eval,
+            "skipped_corrupt_shards": [p for p, _ in skipped],
         }
         if chief:
             keras.mixed_precision.set_global_policy("float32")
-            if remote:
-                save_pretrained_remote(final_dir, model, vocab_file, save_pretrained)
-            else:
-                save_pretrained(final_dir, model, vocab_file)
+            try:
+                if remote:
+                    save_pretrained_remote(final_dir, model, vocab_file, save_pretrained)
+                else:
+                    save_pretrained(final_dir, model, vocab_file)
+            except (OSError, RuntimeError, tf.errors.OpError) as e:
+                _fail(f"cannot write the final model to {final_dir} ({_first_line(e)}); training is "
+                      f"done and saved{_latest_text(checkpoints, ' in {}')}: free disk space or make "
+                      f"{model_dir} writable, then re-run the same command to write the model")
             summary["total_seconds"] = round(time.time() - started, 2)
             _write_json(os.path.join(model_dir, SUMMARY_FILE), summary)
             log(f"done: step {final_step}/{train_steps} in {fit_seconds:.1f}s of training "
@@ -479,6 +525,51 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         return summary
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "message", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _peer_failure(error: BaseException) -> str:
+    """Which peer failed and how, from a collective / coordination-service error."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    text = str(getattr(error, "message", None) or error)
+    match = re.search(r"stopped sending heartbeats\):\s*(/job:\S+)", text)
+    if match:
+        return f"{match.group(1)} stopped sending heartbeats"
+    match = re.search(r"remote target (/job:\S+) while calling", text)
+    if match:
+        return f"{match.group(1)} closed the connection"
+    if "coordination service" in text:
+        return "the coordination service on the chief is unreachable"
+    if "deadline" in text.lower() or "timed out" in text.lower():
+        return "a collective op timed out (--collective_timeout_s)"
+    lines = [l.strip() for l in text.splitlines() if l.strip() and not l.startswith("Graph execution error")]
+    return (lines or [type(error).__name__])[0][:300]
+
+
+def _latest_text(checkpoints, form: str = " ({})") -> str:
+    latest = checkpoints.latest()
+    return form.format(latest[1]) if latest else ""
+
+
+def _data_loss_message(error, data_dirs, excluded, checkpoints) -> str:
+    """A DataLossError from tf.data names no file: find the corrupt shard and name it."""
+    from electra_tf.data.reader import find_corrupt_shards  # pylint: disable=import-outside-toplevel
+
+    bad = [(p, why) for d in data_dirs for p, why in find_corrupt_shards(d) if p not in excluded]
+    saved = _latest_text(checkpoints, "; checkpoints up to {} are intact")
+    if not bad:
+        return (f"reading the pre-training data failed ({_first_line(error)}){saved}; check the "
+                f"shards in {', '.join(data_dirs)} with electra_tf.data.reader.find_corrupt_shards")
+    path, why = bad[0]
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"shard {path} is corrupted ({why}){more}{saved}; rebuild it with "
+            f"python -m electra_tf.data.build_pretraining_data, or pass --skip_corrupt_shards "
+            f"to train without it")
 
 
 def save_pretrained_remote(final_dir, model, vocab_file, save_pretrained):

@@ -260,7 +260,8 @@ def test_non_utf8_and_one_megabyte_line_are_reported(env, tmp_path):
                                           log=logs.append)
     assert manifest["invalid_utf8_bytes_replaced"] == {str(corpus): 3}
     assert manifest["long_lines_cut"] == {str(corpus): 1}
-    assert f"warning: {corpus}: 3 invalid UTF-8 byte(s) replaced with U+FFFD" in logs
+    assert (f"warning: {corpus}: 3 invalid UTF-8 byte(s) replaced with U+FFFD "
+            f"(convert the file to UTF-8 to keep those characters)") in logs
     assert any("1 line(s) longer than 65536 bytes cut" in line for line in logs)
     tok = WordPieceTokenizer(str(env["vocab"]))
     first = read_examples([tmp_path / "o" / shard_name(0, 2)])[0]
