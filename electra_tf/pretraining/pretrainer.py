@@ -7,7 +7,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.models import (
     DiscriminatorHead,
@@ -22,7 +22,21 @@ from electra_tf.objectives import masking as _masking
 # Offsets folded into the first seed word so every random draw of a step gets
 # its own stream.
 _SEED_MASKING, _SEED_SAMPLING = 1, 2
+# BERT's corruption of the chosen positions (objective mlm): 80% [MASK],
+# 10% a random token, 10% kept.
+BERT_KEEP_PROB, BERT_RANDOM_PROB = 0.1, 0.1
+# Objectives with ELECTRA's replaced-token discriminator (two_stage after its MLM phase).
+DISCRIMINATOR_OBJECTIVES = ("electra", "electra_15", "two_stage", "adversarial")
 _EVAL_SEED_OFFSET = 1 << 20
+
+def _autocast_mlm_head(head):
+    """keras-hub's MaskedLMHead turns autocast off, then adds its float32 output
+    bias to bf16/fp16 logits, which fails under mixed precision; with autocast
+    on the bias is read in the compute dtype."""
+    if head.compute_dtype != head.variable_dtype:
+        head.autocast = True
+    return head
+
 
 def _sum_over_replicas(value):
     """Sum across replicas inside a replica context; identity without a strategy."""
@@ -36,6 +50,23 @@ METRIC_NAMES = (
     "loss", "mlm_loss", "mlm_accuracy", "sampled_accuracy", "disc_loss",
     "disc_auc", "disc_accuracy", "disc_precision", "disc_recall",
 )
+
+
+def metric_names(objective="electra"):
+    """The metrics `fit` and `evaluate` report for a pre-training objective.
+
+    `mlm_*` is always the objective's masked-LM term: the generator's in the
+    ELECTRA objectives (electra, electra_15, adversarial; two_stage after its
+    switch), the full-size network's in mlm, replace_mlm, all_tokens_mlm and
+    two_stage's first phase. `gen_*` is the generator where both exist;
+    `sampled_accuracy` is the share of generator samples equal to the
+    original; `disc_*` only exist with a discriminator.
+    """
+    if objective == "mlm":
+        return ("loss", "mlm_loss", "mlm_accuracy")
+    if objective in ("replace_mlm", "all_tokens_mlm"):
+        return ("loss", "mlm_loss", "mlm_accuracy", "gen_loss", "gen_accuracy", "sampled_accuracy")
+    return METRIC_NAMES
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -85,38 +116,67 @@ class ElectraPretrainer(keras.Model):
                     f"vocab_size={config.vocab_size}; the vocabulary and the config disagree"
                 )
 
+        objective = config.objective
+        if grad_accum_steps > 1 and objective != "electra":
+            raise ValueError(f"grad_accum_steps={grad_accum_steps} supports objective 'electra' only "
+                             f"(got {objective!r}); use grad_accum_steps=1 with a batch that fits")
+        # Which networks the objective trains (docs/pretraining.md, "Objectives").
+        # `discriminator` is always the full-size encoder, the one to fine-tune;
+        # the layers an objective does not use are None.
         self.embeddings = build_embeddings(config, name="embeddings")
-        generator_embeddings = (
-            build_embeddings(config, name="generator_embeddings")
-            if config.untied_generator_embeddings
-            else self.embeddings
-        )
-        self.generator = build_generator_encoder(config, generator_embeddings, name="generator")
-        self.generator_head = build_generator_head(
-            generator_embeddings.token_embedding,
-            layer_norm_epsilon=config.layer_norm_eps,
-            initializer_range=config.initializer_range,
-        )
-        if self.generator_head.compute_dtype != self.generator_head.variable_dtype:
-            # keras-hub's MaskedLMHead turns autocast off, then adds its float32
-            # output bias to bf16/fp16 logits, which fails under mixed precision;
-            # with autocast on the bias is read in the compute dtype.
-            self.generator_head.autocast = True
+        self.generator = self.generator_head = None
+        if objective in GENERATOR_OBJECTIVES:
+            generator_embeddings = (
+                build_embeddings(config, name="generator_embeddings")
+                if config.untied_generator_embeddings
+                else self.embeddings
+            )
+            self.generator = build_generator_encoder(config, generator_embeddings, name="generator")
+            self.generator_head = _autocast_mlm_head(build_generator_head(
+                generator_embeddings.token_embedding,
+                layer_norm_epsilon=config.layer_norm_eps,
+                initializer_range=config.initializer_range,
+            ))
         self.discriminator = build_encoder(config, self.embeddings, name="discriminator")
-        self.discriminator_head = DiscriminatorHead(
-            config.hidden_size, initializer_range=config.initializer_range,
-            activation=config.hidden_act, name="discriminator_predictions",
-        )
+        self.discriminator_head = None
+        if objective in DISCRIMINATOR_OBJECTIVES:
+            self.discriminator_head = DiscriminatorHead(
+                config.hidden_size, initializer_range=config.initializer_range,
+                activation=config.hidden_act, name="discriminator_predictions",
+            )
+        # The full-size network's masked-LM head (BERT-style objectives and
+        # two_stage's first phase), tied to the shared token embeddings.
+        self.mlm_head = None
+        if objective in MLM_OBJECTIVES or objective == "two_stage":
+            self.mlm_head = _autocast_mlm_head(build_generator_head(
+                self.embeddings.token_embedding, layer_norm_epsilon=config.layer_norm_eps,
+                initializer_range=config.initializer_range, name="mlm_predictions"))
+        # All-Tokens MLM's copy gate: D = sigmoid(logit), the probability of
+        # copying the input token (same shape as the discriminator head).
+        self.copy_head = None
+        if objective == "all_tokens_mlm":
+            self.copy_head = DiscriminatorHead(
+                config.hidden_size, initializer_range=config.initializer_range,
+                activation=config.hidden_act, name="copy_gate")
 
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
         self.mlm_accuracy = keras.metrics.Mean(name="mlm_accuracy")
-        self.sampled_accuracy = keras.metrics.Mean(name="sampled_accuracy")
-        self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
-        self.disc_auc = keras.metrics.AUC(name="disc_auc")
-        self.disc_accuracy = keras.metrics.BinaryAccuracy(name="disc_accuracy")
-        self.disc_precision = keras.metrics.Precision(name="disc_precision")
-        self.disc_recall = keras.metrics.Recall(name="disc_recall")
+        names = metric_names(objective)
+        self.gen_loss_tracker = self.gen_accuracy = None
+        if "gen_loss" in names:
+            self.gen_loss_tracker = keras.metrics.Mean(name="gen_loss")
+            self.gen_accuracy = keras.metrics.Mean(name="gen_accuracy")
+        self.sampled_accuracy = (keras.metrics.Mean(name="sampled_accuracy")
+                                 if "sampled_accuracy" in names else None)
+        self.disc_loss_tracker = self.disc_auc = self.disc_accuracy = None
+        self.disc_precision = self.disc_recall = None
+        if "disc_loss" in names:
+            self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
+            self.disc_auc = keras.metrics.AUC(name="disc_auc")
+            self.disc_accuracy = keras.metrics.BinaryAccuracy(name="disc_accuracy")
+            self.disc_precision = keras.metrics.Precision(name="disc_precision")
+            self.disc_recall = keras.metrics.Recall(name="disc_recall")
 
         # Create every variable now, inside whatever strategy scope is active,
         # so that `fit` never builds layers inside a replica context.
@@ -127,10 +187,17 @@ class ElectraPretrainer(keras.Model):
         cfg = self.config
         seq = cfg.max_seq_length
         shape = {"input_ids": (None, seq), "input_mask": (None, seq), "segment_ids": (None, seq)}
-        self.generator.build(shape)
-        self.generator_head.build((None, seq, cfg.generator_hidden_dim), (None, cfg.predictions_per_seq))
+        if self.generator is not None:
+            self.generator.build(shape)
+            self.generator_head.build((None, seq, cfg.generator_hidden_dim),
+                                      (None, cfg.predictions_per_seq))
         self.discriminator.build(shape)
-        self.discriminator_head.build((None, seq, cfg.hidden_size))
+        for head in (self.discriminator_head, self.copy_head):
+            if head is not None:
+                head.build((None, seq, cfg.hidden_size))
+        if self.mlm_head is not None:
+            predicted = seq if cfg.objective == "all_tokens_mlm" else cfg.predictions_per_seq
+            self.mlm_head.build((None, seq, cfg.hidden_size), (None, predicted))
         self.built = True
 
     def build(self, input_shape=None):
@@ -148,15 +215,18 @@ class ElectraPretrainer(keras.Model):
 
     @property
     def metrics(self):
-        return [
+        every = [
             self.loss_tracker, self.mlm_loss_tracker, self.mlm_accuracy,
+            self.gen_loss_tracker, self.gen_accuracy,
             self.sampled_accuracy, self.disc_loss_tracker, self.disc_auc,
             self.disc_accuracy, self.disc_precision, self.disc_recall,
         ]
+        return [m for m in every if m is not None]
 
     # ---------------------------------------------------------------- forward
-    def forward(self, inputs, seed, row_ids=None, training=False, denominators=None):
-        """Runs the full ELECTRA objective on one batch.
+    def forward(self, inputs, seed, row_ids=None, training=False, denominators=None,
+                mlm_phase=None):
+        """Runs the configured objective (`config.objective`) on one batch.
 
         Args:
             inputs: dict of int `input_ids`, `input_mask`, `segment_ids` [B, L].
@@ -167,19 +237,33 @@ class ElectraPretrainer(keras.Model):
                 tokens) of the *global* batch; by default computed from this
                 batch and summed over replicas. Gradient accumulation passes the
                 whole step's totals so micro-batch losses sum to the batch loss.
+            mlm_phase: two_stage only: bool scalar, True for the MLM phase;
+                default: the optimizer's step < `two_stage_mlm_steps`.
 
-        Returns a dict of tensors: losses, generator logits [B, P, V], masked
-        batch fields, sampled ids, discriminator inputs, labels and logits.
-        Under a distribution strategy the losses are this replica's share of
-        the global-batch losses (they sum to it across replicas).
+        Returns a dict of tensors: losses, masked-LM logits [B, P, V] of the
+        objective's MLM term (`mlm_logits`), masked batch fields, and the
+        objective's other outputs (sampled ids, discriminator inputs, labels
+        and logits, ...). Metric weights: `mlm_weights`, `sample_weights`
+        [B, P] and, with a discriminator, `disc_weights` [B, L]. Under a
+        distribution strategy the losses are this replica's share of the
+        global-batch losses (they sum to it across replicas).
         """
-        cfg, special = self.config, self.special_token_ids
-        input_ids = tf.cast(inputs["input_ids"], tf.int32)
-        input_mask = tf.cast(inputs["input_mask"], tf.int32)
-        segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
+        inputs = {name: tf.cast(inputs[name], tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
         seed = tf.cast(seed, tf.int64)
+        objective = self.config.objective
+        if objective == "two_stage":
+            return self._forward_two_stage(inputs, seed, row_ids, training, denominators, mlm_phase)
+        if objective == "mlm":
+            return self._forward_mlm(inputs, seed, row_ids, training, denominators)
+        if objective in ("replace_mlm", "all_tokens_mlm"):
+            return self._forward_replace_mlm(inputs, seed, row_ids, training, denominators)
+        return self._forward_electra(inputs, seed, row_ids, training, denominators)
 
-        masked = objectives.mask_tokens(
+    def _mask(self, input_ids, input_mask, seed, row_ids, bert=False):
+        """The positions to predict; ELECTRA's 85/15 corruption, or BERT's 80/10/10."""
+        cfg, special = self.config, self.special_token_ids
+        return objectives.mask_tokens(
             input_ids,
             input_mask,
             max_predictions=cfg.predictions_per_seq,
@@ -188,22 +272,50 @@ class ElectraPretrainer(keras.Model):
             never_masked_ids=special.never_masked,
             seed=tf.stack([seed[0] * 8 + _SEED_MASKING, seed[1]]),
             row_ids=row_ids,
-            keep_original_prob=cfg.mask_token_keep_prob,
+            keep_original_prob=BERT_KEEP_PROB if bert else cfg.mask_token_keep_prob,
+            random_token_prob=BERT_RANDOM_PROB if bert else 0.0,
+            vocab_size=cfg.vocab_size,
         )
+
+    def _generate(self, masked, inputs, seed, row_ids, training, never_sample=None):
+        """Generator logits at the masked positions [B, P, V] and one sample per slot."""
+        cfg = self.config
         generator_output = self.generator(
-            {"input_ids": masked.input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            {"input_ids": masked.input_ids, "input_mask": inputs["input_mask"],
+             "segment_ids": inputs["segment_ids"]},
             training=training,
         )
-        mlm_logits = tf.cast(
+        logits = tf.cast(
             self.generator_head(generator_output, mask_positions=masked.positions), tf.float32
         )
+        sampling_logits = logits
+        if never_sample is not None:
+            sampling_logits = logits - 1000.0 * tf.one_hot(never_sample, cfg.vocab_size)
         sampled_ids = objectives.sample_from_logits(
-            mlm_logits,
+            sampling_logits,
             seed=tf.stack([seed[0] * 8 + _SEED_SAMPLING, seed[1]]),
             row_ids=row_ids,
             temperature=cfg.temperature,
             disallow_ids=masked.original_ids if cfg.disallow_correct else None,
         )
+        return logits, sampled_ids
+
+    @staticmethod
+    def _global_denominators(masked_weights, input_mask):
+        # Normalise by the weight of the *global* batch: each replica's loss is
+        # then its share of the global-batch mean, the shares sum (like the
+        # gradients) across replicas, and N replicas match one device exactly.
+        return _sum_over_replicas(tf.stack([
+            tf.reduce_sum(masked_weights), tf.reduce_sum(tf.cast(input_mask, tf.float32))
+        ]))
+
+    def _forward_electra(self, inputs, seed, row_ids, training, denominators):
+        """electra, electra_15 and adversarial: generator + replaced-token discriminator."""
+        cfg = self.config
+        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
+        segment_ids = inputs["segment_ids"]
+        masked = self._mask(input_ids, input_mask, seed, row_ids)
+        mlm_logits, sampled_ids = self._generate(masked, inputs, seed, row_ids, training)
         # Every chosen position, [MASK]ed or kept, receives the generator's sample.
         disc_input_ids = objectives.replace_at_positions(
             masked.input_ids, masked.positions, sampled_ids, masked.weights
@@ -215,18 +327,33 @@ class ElectraPretrainer(keras.Model):
         )
         disc_logits = self.discriminator_head(disc_output)
 
-        # Normalise by the weight of the *global* batch: each replica's loss is
-        # then its share of the global-batch mean, the shares sum (like the
-        # gradients) across replicas, and N replicas match one device exactly.
         if denominators is None:
-            denominators = _sum_over_replicas(tf.stack([
-                tf.reduce_sum(masked.weights), tf.reduce_sum(tf.cast(input_mask, tf.float32))
-            ]))
+            denominators = self._global_denominators(masked.weights, input_mask)
         mlm_loss = objectives.masked_lm_loss(
             mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
+        if cfg.objective == "electra_15":
+            # ELECTRA 15%: the discriminator learns only from the masked positions.
+            disc_weights = objectives.position_weights(
+                masked.positions, masked.weights, input_ids.shape[1])
+            disc_denominator = denominators[0]
+        else:
+            disc_weights = tf.cast(input_mask, tf.float32)
+            disc_denominator = denominators[1]
         disc_loss = objectives.replaced_token_detection_loss(
-            disc_logits, labels, input_mask, denominator=denominators[1])
-        total = objectives.electra_loss(mlm_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
+            disc_logits, labels, disc_weights, denominator=disc_denominator)
+        generator_loss = mlm_loss
+        if cfg.objective == "adversarial":
+            # The generator maximises the discriminator's loss on its samples
+            # (REINFORCE, the paper's Appendix F); its MLM loss is only reported.
+            per_token = tf.nn.sigmoid_cross_entropy_with_logits(
+                labels=tf.cast(labels, tf.float32), logits=tf.cast(disc_logits, tf.float32))
+            rewards = tf.gather(per_token, masked.positions, batch_dims=1)
+            baseline = _sum_over_replicas(tf.reduce_sum(rewards * masked.weights)) / (
+                denominators[0] + 1e-6)
+            generator_loss = objectives.reinforce_generator_loss(
+                mlm_logits, sampled_ids, rewards, masked.weights, baseline,
+                denominator=denominators[0])
+        total = objectives.electra_loss(generator_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
         return {
             "loss": total,
             "mlm_loss": mlm_loss,
@@ -241,7 +368,150 @@ class ElectraPretrainer(keras.Model):
             "disc_labels": labels,
             "disc_logits": disc_logits,
             "input_mask": input_mask,
+            "mlm_weights": masked.weights,
+            "sample_weights": masked.weights,
+            "disc_weights": disc_weights,
         }
+
+    def _forward_mlm(self, inputs, seed, row_ids, training, denominators):
+        """mlm (BERT): the full-size network predicts the 80/10/10-corrupted positions."""
+        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
+        masked = self._mask(input_ids, input_mask, seed, row_ids, bert=True)
+        hidden = self.discriminator(
+            {"input_ids": masked.input_ids, "input_mask": input_mask,
+             "segment_ids": inputs["segment_ids"]},
+            training=training,
+        )
+        mlm_logits = tf.cast(self.mlm_head(hidden, mask_positions=masked.positions), tf.float32)
+        if denominators is None:
+            denominators = self._global_denominators(masked.weights, input_mask)
+        mlm_loss = objectives.masked_lm_loss(
+            mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
+        return {
+            "loss": mlm_loss,
+            "mlm_loss": mlm_loss,
+            "mlm_logits": mlm_logits,
+            "masked_input_ids": masked.input_ids,
+            "masked_positions": masked.positions,
+            "masked_original_ids": masked.original_ids,
+            "masked_weights": masked.weights,
+            "input_mask": input_mask,
+            "mlm_weights": masked.weights,
+        }
+
+    def _forward_replace_mlm(self, inputs, seed, row_ids, training, denominators):
+        """replace_mlm / all_tokens_mlm: an MLM on generator-corrupted input, no [MASK].
+
+        The generator is trained as in ELECTRA; its samples fill every chosen
+        position (it never samples [MASK]). replace_mlm predicts the originals
+        at those positions; all_tokens_mlm predicts every token through the
+        copy mechanism (`objectives.all_tokens_mlm_loss`).
+        """
+        cfg, special = self.config, self.special_token_ids
+        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
+        masked = self._mask(input_ids, input_mask, seed, row_ids)
+        gen_logits, sampled_ids = self._generate(masked, inputs, seed, row_ids, training,
+                                                 never_sample=special.mask)
+        model_input_ids = objectives.replace_at_positions(
+            input_ids, masked.positions, sampled_ids, masked.weights)
+        hidden = self.discriminator(
+            {"input_ids": model_input_ids, "input_mask": input_mask,
+             "segment_ids": inputs["segment_ids"]},
+            training=training,
+        )
+        if denominators is None:
+            denominators = self._global_denominators(masked.weights, input_mask)
+        gen_loss = objectives.masked_lm_loss(
+            gen_logits, masked.original_ids, masked.weights, denominator=denominators[0])
+        out = {}
+        if cfg.objective == "replace_mlm":
+            mlm_logits = tf.cast(self.mlm_head(hidden, mask_positions=masked.positions), tf.float32)
+            mlm_loss = objectives.masked_lm_loss(
+                mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
+        else:
+            seq_len = input_ids.shape[1]
+            every = tf.broadcast_to(tf.range(seq_len, dtype=tf.int32), tf.shape(input_ids))
+            all_logits = tf.cast(self.mlm_head(hidden, mask_positions=every), tf.float32)
+            copy_logits = self.copy_head(hidden)
+            mlm_loss = objectives.all_tokens_mlm_loss(
+                all_logits, copy_logits, model_input_ids, input_ids, input_mask,
+                denominator=denominators[1])
+            # For the metrics: the mixture's log-probabilities at the masked positions.
+            mlm_logits = objectives.copy_mechanism_log_probs(
+                tf.gather(all_logits, masked.positions, batch_dims=1),
+                tf.gather(copy_logits, masked.positions, batch_dims=1),
+                tf.gather(model_input_ids, masked.positions, batch_dims=1))
+            out["copy_logits"] = copy_logits
+        out.update({
+            "loss": cfg.gen_weight * gen_loss + mlm_loss,
+            "mlm_loss": mlm_loss,
+            "gen_loss": gen_loss,
+            "mlm_logits": mlm_logits,
+            "gen_logits": gen_logits,
+            "sampled_ids": sampled_ids,
+            "model_input_ids": model_input_ids,
+            "masked_input_ids": masked.input_ids,
+            "masked_positions": masked.positions,
+            "masked_original_ids": masked.original_ids,
+            "masked_weights": masked.weights,
+            "input_mask": input_mask,
+            "mlm_weights": masked.weights,
+            "sample_weights": masked.weights,
+        })
+        return out
+
+    def _forward_two_stage(self, inputs, seed, row_ids, training, denominators, mlm_phase):
+        """two_stage: `mlm` before step `two_stage_mlm_steps`, `electra` from then on.
+
+        Both phases train the same full-size encoder (`discriminator`), so the
+        ELECTRA phase starts from the MLM-trained weights. Outputs have the
+        ELECTRA keys in both phases; in the MLM phase the generator and
+        discriminator fields are zeros with zero metric weights, `mlm_*` are
+        the full-size network's and `disc_loss` is 0.
+        """
+        cfg, special = self.config, self.special_token_ids
+        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
+        if mlm_phase is None:
+            mlm_phase = self._two_stage_mlm_phase()
+        if denominators is None:
+            # Outside the tf.cond: a cross-replica sum must not sit in a branch.
+            # Both phases choose the same number of positions.
+            count, _ = _masking.prediction_counts(
+                input_ids, input_mask, cfg.predictions_per_seq, cfg.mask_prob,
+                special.never_masked)
+            denominators = _sum_over_replicas(tf.stack([
+                tf.reduce_sum(tf.cast(count, tf.float32)),
+                tf.reduce_sum(tf.cast(input_mask, tf.float32))]))
+
+        def mlm_branch():
+            out = self._forward_mlm(inputs, seed, row_ids, training, denominators)
+            batch = tf.shape(input_ids)[0]
+            seq_len, predictions = input_ids.shape[1], cfg.predictions_per_seq
+            zeros_p = tf.zeros([batch, predictions], tf.int32)
+            zeros_l = tf.zeros([batch, seq_len], tf.int32)
+            out.update({
+                "disc_loss": tf.zeros([], tf.float32),
+                "sampled_ids": zeros_p,
+                "disc_input_ids": out["masked_input_ids"],
+                "disc_labels": zeros_l,
+                "disc_logits": tf.zeros([batch, seq_len], tf.float32),
+                "sample_weights": tf.zeros([batch, predictions], tf.float32),
+                "disc_weights": tf.zeros([batch, seq_len], tf.float32),
+                "disc_active": tf.zeros([], tf.float32),
+            })
+            return out
+
+        def electra_branch():
+            out = self._forward_electra(inputs, seed, row_ids, training, denominators)
+            out["disc_active"] = tf.ones([], tf.float32)
+            return out
+
+        return tf.cond(mlm_phase, mlm_branch, electra_branch)
+
+    def _two_stage_mlm_phase(self):
+        """True while the optimizer's step (0-based) is below `two_stage_mlm_steps`."""
+        step = 0 if self.optimizer is None else self.optimizer.iterations
+        return tf.less(tf.cast(step, tf.int64), self.config.two_stage_mlm_steps)
 
     def call(self, inputs, training=False):
         seed, row_ids = self._data_randomness(inputs)
@@ -274,6 +544,8 @@ class ElectraPretrainer(keras.Model):
 
     # ------------------------------------------------------------------ steps
     def _update_metrics(self, out):
+        if self.config.objective != "electra":
+            return self._update_objective_metrics(out)
         losses = _sum_over_replicas(tf.stack([out["loss"], out["mlm_loss"], out["disc_loss"]]))
         return self._update_metrics_from(
             losses,
@@ -303,6 +575,40 @@ class ElectraPretrainer(keras.Model):
         token_weights = tf.cast(input_mask, tf.float32)
         for metric in (self.disc_auc, self.disc_accuracy, self.disc_precision, self.disc_recall):
             metric.update_state(labels, probs, sample_weight=token_weights)
+        return {m.name: m.result() for m in self.metrics}
+
+    def _update_objective_metrics(self, out):
+        """Metrics of the objectives other than electra (names: `metric_names`)."""
+        names = [n for n in ("loss", "mlm_loss", "gen_loss", "disc_loss") if n in out]
+        summed = _sum_over_replicas(tf.stack([out[n] for n in names]))
+        losses = {n: summed[i] for i, n in enumerate(names)}
+        original_ids = out["masked_original_ids"]
+
+        def hits(ids):
+            return tf.cast(tf.equal(tf.cast(ids, tf.int32), original_ids), tf.float32)
+
+        self.loss_tracker.update_state(losses["loss"])
+        self.mlm_loss_tracker.update_state(losses["mlm_loss"])
+        self.mlm_accuracy.update_state(
+            hits(tf.argmax(out["mlm_logits"], -1, output_type=tf.int32)),
+            sample_weight=out["mlm_weights"])
+        if self.gen_loss_tracker is not None:
+            self.gen_loss_tracker.update_state(losses["gen_loss"])
+            self.gen_accuracy.update_state(
+                hits(tf.argmax(out["gen_logits"], -1, output_type=tf.int32)),
+                sample_weight=out["masked_weights"])
+        if self.sampled_accuracy is not None:
+            self.sampled_accuracy.update_state(hits(out["sampled_ids"]),
+                                               sample_weight=out["sample_weights"])
+        if self.disc_loss_tracker is not None:
+            # two_stage's MLM phase has no discriminator step: weight 0.
+            self.disc_loss_tracker.update_state(
+                losses["disc_loss"], sample_weight=out.get("disc_active", 1.0))
+            labels = tf.cast(out["disc_labels"], tf.float32)
+            probs = tf.sigmoid(tf.cast(out["disc_logits"], tf.float32))
+            for metric in (self.disc_auc, self.disc_accuracy, self.disc_precision,
+                           self.disc_recall):
+                metric.update_state(labels, probs, sample_weight=out["disc_weights"])
         return {m.name: m.result() for m in self.metrics}
 
     @staticmethod

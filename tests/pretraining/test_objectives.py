@@ -1,0 +1,336 @@
+"""Every pre-training objective (config field `objective`), pinned on hand-made tiny batches.
+
+Networks each objective builds, what its loss is computed on (checked against
+numpy), the [MASK]-free input of replace_mlm, the copy mechanism of
+all_tokens_mlm, two_stage's switch, the saved model directory, and N replicas
+== 1 device.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.data.vocab import SpecialTokenIds
+from electra_tf.models.saving import ModelDirError, load_discriminator, load_pretrainer, save_pretrained
+from electra_tf.pretraining import ElectraPretrainer, create_optimizer, metric_names
+
+PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
+SPECIAL = SpecialTokenIds(PAD, UNK, CLS, SEP, MASK)
+VOCAB = 60
+SEQ = 24
+
+
+def _config(objective, **kw):
+    values = dict(
+        vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=64, generator_hidden_size=0.5,
+        max_position_embeddings=32, max_seq_length=SEQ, mask_prob=0.25,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, learning_rate=1e-3,
+        num_warmup_steps=0, num_train_steps=100, objective=objective,
+        two_stage_mlm_steps=2 if objective == "two_stage" else 0,
+    )
+    values.update(kw)
+    return ElectraConfig(**values)
+
+
+def _batch(rows=8, seed=0):
+    """[CLS] a... [SEP] b... [SEP] with padding; ids 5..VOCAB-1."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((rows, SEQ), np.int32)
+    segments = np.zeros_like(ids)
+    for r in range(rows):
+        n = int(rng.integers(12, SEQ - 2))
+        a = n // 2
+        body = rng.integers(5, VOCAB, size=n)
+        row = [CLS] + list(body[:a]) + [SEP] + list(body[a:]) + [SEP]
+        ids[r, :len(row)] = row
+        segments[r, a + 2:len(row)] = 1
+    return {"input_ids": tf.constant(ids), "input_mask": tf.constant((ids > 0).astype(np.int32)),
+            "segment_ids": tf.constant(segments)}
+
+
+def _model(objective, **kw):
+    cfg = _config(objective, **kw)
+    model = ElectraPretrainer(cfg, SPECIAL)
+    model.compile(optimizer=create_optimizer(cfg))
+    return model
+
+
+def _forward(model, batch, step=0, **kw):
+    return model.forward(batch, tf.constant([0, step], tf.int64), **kw)
+
+
+def _ce(logits, target):
+    z = np.asarray(logits, np.float64)
+    return -(z[target] - z.max() - np.log(np.exp(z - z.max()).sum()))
+
+
+def _sigmoid_ce(logit, label):
+    return max(logit, 0) - logit * label + math.log1p(math.exp(-abs(logit)))
+
+
+def _variable_paths(model):
+    return [v.path for v in model.trainable_variables]
+
+
+# ----------------------------------------------------------------------- mlm
+def test_mlm_is_one_full_size_model_without_generator_or_discriminator():
+    model = _model("mlm")
+    assert model.generator is None and model.generator_head is None
+    assert model.discriminator_head is None and model.copy_head is None
+    paths = _variable_paths(model)
+    assert not [p for p in paths if "generator" in p or "discriminator_predictions" in p], paths
+    assert any(p.startswith("mlm_predictions") for p in paths)
+    # The MLM head reads the full-size encoder and is tied to its token table.
+    assert model.mlm_head.token_embedding is model.discriminator.embeddings.token_embedding
+    assert tuple(m.name for m in model.metrics) == metric_names("mlm") == (
+        "loss", "mlm_loss", "mlm_accuracy")
+
+
+def test_mlm_uses_the_bert_split_and_its_loss_covers_masked_positions_only():
+    model = _model("mlm")
+    batch = _batch(rows=64)
+    ids = batch["input_ids"].numpy()
+    counts = {"mask": 0, "random": 0, "kept": 0}
+    for step in range(8):
+        out = _forward(model, batch, step)
+        w = out["masked_weights"].numpy() > 0
+        pos = out["masked_positions"].numpy()
+        seen = np.take_along_axis(out["masked_input_ids"].numpy(), pos, axis=1)[w]
+        orig = np.take_along_axis(ids, pos, axis=1)[w]
+        counts["mask"] += (seen == MASK).sum()
+        counts["kept"] += ((seen == orig) & (seen != MASK)).sum()
+        counts["random"] += ((seen != orig) & (seen != MASK)).sum()
+    total = sum(counts.values())  # ~3,000 slots: std of a 10% share ~0.006
+    assert abs(counts["mask"] / total - 0.8) < 0.03, counts
+    # A random draw equal to the original (1/60) counts as kept.
+    assert abs(counts["random"] / total - 0.1 * 59 / 60) < 0.03, counts
+    assert abs(counts["kept"] / total - (0.1 + 0.1 / 60)) < 0.03, counts
+
+    out = _forward(model, _batch(), 3)
+    logits, w = out["mlm_logits"].numpy(), out["masked_weights"].numpy()
+    assert logits.shape == (8, model.config.predictions_per_seq, VOCAB)
+    # The logits are the full-size network's MLM head on the corrupted input.
+    hidden = model.discriminator({"input_ids": out["masked_input_ids"],
+                                  "input_mask": _batch()["input_mask"],
+                                  "segment_ids": _batch()["segment_ids"]})
+    np.testing.assert_allclose(
+        model.mlm_head(hidden, mask_positions=out["masked_positions"]).numpy(), logits,
+        rtol=1e-5, atol=1e-5)
+    orig = out["masked_original_ids"].numpy()
+    want = sum(_ce(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    assert float(out["loss"]) == float(out["mlm_loss"]) == pytest.approx(want, rel=1e-5)
+
+
+# ---------------------------------------------------------------- electra_15
+def test_electra_15_discriminator_loss_covers_masked_positions_only():
+    model = _model("electra_15")
+    out = _forward(model, _batch(), 1)
+    logits, labels = out["disc_logits"].numpy(), out["disc_labels"].numpy()
+    pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy()
+    terms = [_sigmoid_ce(logits[b, pos[b, p]], labels[b, pos[b, p]]) for b, p in zip(*np.nonzero(w))]
+    assert float(out["disc_loss"]) == pytest.approx(sum(terms) / len(terms), rel=1e-5)
+    # Not the all-token mean that electra computes.
+    mask = _batch()["input_mask"].numpy()
+    every = np.mean([_sigmoid_ce(logits[b, t], labels[b, t]) for b, t in zip(*np.nonzero(mask))])
+    assert float(out["disc_loss"]) != pytest.approx(every, rel=1e-3)
+    gen = float(out["mlm_loss"])
+    assert float(out["loss"]) == pytest.approx(gen + 50.0 * sum(terms) / len(terms), rel=1e-5)
+    # Same networks and draws as electra: only the loss weights differ.
+    electra = _model("electra")
+    electra.set_weights(model.get_weights())
+    ref = _forward(electra, _batch(), 1)
+    np.testing.assert_array_equal(ref["disc_input_ids"].numpy(), out["disc_input_ids"].numpy())
+    np.testing.assert_allclose(ref["disc_logits"].numpy(), logits, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------- replace_mlm
+def test_replace_mlm_input_has_no_mask_token_and_predicts_the_originals():
+    model = _model("replace_mlm")
+    batch = _batch(rows=64)
+    ids = batch["input_ids"].numpy()
+    for step in range(3):
+        out = _forward(model, batch, step)
+        seen = out["model_input_ids"].numpy()
+        # An untrained generator over 60 tokens would sample [MASK] in ~96% of
+        # such batches; it is never allowed to.
+        assert not (seen == MASK).any()
+        pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy() > 0
+        chosen = np.zeros_like(ids, bool)
+        for b in range(len(ids)):
+            chosen[b, pos[b][w[b]]] = True
+        np.testing.assert_array_equal(seen[~chosen], ids[~chosen])
+        np.testing.assert_array_equal(np.take_along_axis(seen, pos, 1)[w],
+                                      out["sampled_ids"].numpy()[w])
+    assert model.discriminator_head is None and model.copy_head is None
+    logits, orig = out["mlm_logits"].numpy(), out["masked_original_ids"].numpy()
+    w = out["masked_weights"].numpy()
+    mlm = sum(_ce(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    gen_logits = out["gen_logits"].numpy()
+    gen = sum(_ce(gen_logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
+    assert float(out["gen_loss"]) == pytest.approx(gen, rel=1e-5)
+    assert float(out["loss"]) == pytest.approx(gen + mlm, rel=1e-5)
+
+
+# ------------------------------------------------------------ all_tokens_mlm
+def test_all_tokens_mlm_loss_is_the_copy_mixture_over_every_token():
+    model = _model("all_tokens_mlm")
+    batch = _batch()
+    out = _forward(model, batch, 2)
+    seen = out["model_input_ids"].numpy()
+    assert not (seen == MASK).any()
+    hidden = model.discriminator({"input_ids": out["model_input_ids"],
+                                  "input_mask": batch["input_mask"],
+                                  "segment_ids": batch["segment_ids"]})
+    every = tf.broadcast_to(tf.range(SEQ), [8, SEQ])
+    z = model.mlm_head(hidden, mask_positions=every).numpy()
+    d = tf.sigmoid(model.copy_head(hidden)).numpy()
+    ids, mask = batch["input_ids"].numpy(), batch["input_mask"].numpy()
+    nll = []
+    for b, t in zip(*np.nonzero(mask)):
+        p = np.exp(z[b, t] - z[b, t].max())
+        p = (1 - d[b, t]) * p / p.sum()
+        p[seen[b, t]] += d[b, t]  # copy the input token with probability D
+        nll.append(-math.log(p[ids[b, t]]))
+    assert float(out["mlm_loss"]) == pytest.approx(np.mean(nll), rel=1e-5)
+    assert len(nll) == mask.sum() > out["masked_weights"].numpy().sum() * 3
+    gen = float(out["gen_loss"])
+    assert float(out["loss"]) == pytest.approx(gen + np.mean(nll), rel=1e-5)
+
+
+# ----------------------------------------------------------------- two_stage
+def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm():
+    # No weight decay, so untouched variables stay bit-identical (AdamW's
+    # decoupled decay would otherwise shrink them by lr * wd per step).
+    model = _model("two_stage", weight_decay_rate=0.0)
+    assert model.config.two_stage_mlm_steps == 2
+    data = tf.data.Dataset.from_tensors(_batch()).repeat()
+    # Variables by role; the token/position/segment tables are shared by all
+    # networks (their paths start with whichever network was built first).
+    groups = {
+        "generator": ("generator/transformer", "generator_predictions/"),
+        "disc_head": ("discriminator_predictions/",),
+        "encoder": ("discriminator/",),
+        "mlm_head": ("mlm_predictions/",),
+        "embeddings": ("generator/embeddings/",),
+    }
+
+    def snapshot():
+        return {k: [v.numpy().copy() for v in model.trainable_variables if v.path.startswith(prefixes)]
+                for k, prefixes in groups.items()}
+
+    def changed(before, after):
+        return {k: any(not np.array_equal(a, b) for a, b in zip(before[k], after[k])) for k in before}
+
+    start = snapshot()
+    out = _forward(model, _batch(), 0)
+    assert float(out["disc_loss"]) == 0.0 and float(out["loss"]) == float(out["mlm_loss"])
+    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)
+    after_mlm = snapshot()
+    # Steps 0 and 1 trained only the MLM (full-size encoder + its head).
+    assert all(len(v) for v in start.values())
+    assert changed(start, after_mlm) == {"generator": False, "disc_head": False, "encoder": True,
+                                         "mlm_head": True, "embeddings": True}
+    # From step 2 on it is electra, starting from the MLM-trained encoder: an
+    # electra model given these weights computes the same step.
+    out = _forward(model, _batch(), 2)
+    assert float(out["disc_loss"]) > 0
+    electra = _model("electra", weight_decay_rate=0.0)
+    electra.discriminator.set_weights(model.discriminator.get_weights())
+    electra.discriminator_head.set_weights(model.discriminator_head.get_weights())
+    electra.generator.set_weights(model.generator.get_weights())
+    electra.generator_head.set_weights(model.generator_head.get_weights())
+    ref = _forward(electra, _batch(), 2)
+    for key in ("loss", "mlm_loss", "disc_loss", "disc_logits"):
+        np.testing.assert_allclose(out[key].numpy(), ref[key].numpy(), rtol=1e-5, atol=1e-6)
+    history = model.fit(data, steps_per_epoch=1, epochs=1, verbose=0).history
+    assert changed(after_mlm, snapshot())["generator"] and changed(after_mlm, snapshot())["disc_head"]
+    assert history["disc_loss"][0] > 0
+
+
+def test_two_stage_needs_its_step_count():
+    with pytest.raises(ValueError, match="two_stage_mlm_steps"):
+        _config("two_stage", two_stage_mlm_steps=0)
+
+
+# --------------------------------------------------------------- adversarial
+def test_adversarial_generator_loss_is_reinforce_on_the_discriminator_loss():
+    model = _model("adversarial")
+    out = _forward(model, _batch(), 4)
+    logits, labels = out["disc_logits"].numpy(), out["disc_labels"].numpy()
+    pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy()
+    gen_logits, sampled = out["mlm_logits"].numpy(), out["sampled_ids"].numpy()
+    slots = list(zip(*np.nonzero(w)))
+    rewards = {s: _sigmoid_ce(logits[s[0], pos[s]], labels[s[0], pos[s]]) for s in slots}
+    baseline = np.mean(list(rewards.values()))
+    reinforce = sum((rewards[s] - baseline) * _ce(gen_logits[s], sampled[s]) for s in slots) / len(slots)
+    # loss = gen_weight * REINFORCE + disc_weight * disc_loss; the MLM loss is only reported.
+    assert float(out["loss"]) == pytest.approx(reinforce + 50.0 * float(out["disc_loss"]), rel=1e-4)
+
+
+# ------------------------------------------------------ saving and training
+@pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
+def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
+    from electra_tf.finetune.run import find_init_files, load_encoder_weights
+    from electra_tf.models import build_encoder
+
+    model = _model(objective)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    out_dir = save_pretrained(str(tmp_path / "pretrained"), model, str(vocab))
+    files = sorted(p.name for p in (tmp_path / "pretrained").iterdir())
+    assert "discriminator.weights.h5" in files and "mlm_head.weights.h5" in files
+    assert "discriminator_head.weights.h5" not in files and "discriminator.keras" not in files
+    assert ("generator.weights.h5" in files) == (objective != "mlm")
+    assert ("copy_head.weights.h5" in files) == (objective == "all_tokens_mlm")
+    # Fine-tuning's loader finds and loads the full-size encoder.
+    weights, config_path, _ = find_init_files(out_dir, None, None)
+    assert weights.endswith("discriminator.weights.h5")
+    cfg = ElectraConfig.from_json(config_path)
+    encoder = build_encoder(cfg)
+    encoder.build({k: (None, SEQ) for k in ("input_ids", "input_mask", "segment_ids")})
+    load_encoder_weights(encoder, weights)
+    batch = _batch()
+    np.testing.assert_allclose(encoder(batch).numpy(), model.discriminator(batch).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ModelDirError, match="no replaced-token head"):
+        load_discriminator(out_dir)
+    again = load_pretrainer(out_dir)
+    np.testing.assert_allclose(_forward(again, batch)["loss"].numpy(),
+                               _forward(model, batch)["loss"].numpy(), rtol=1e-5)
+
+
+def test_accumulation_is_electra_only():
+    with pytest.raises(ValueError, match="grad_accum_steps=2 supports objective 'electra' only"):
+        ElectraPretrainer(_config("mlm"), SPECIAL, grad_accum_steps=2)
+
+
+def _mirrored():
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(devices) >= 2, "tests/conftest.py should have made two logical CPUs"
+    return tf.distribute.MirroredStrategy(devices[:2])
+
+
+@pytest.mark.parametrize("objective", ["all_tokens_mlm", "two_stage"])
+def test_mirrored_step_equals_single_device_step(objective):
+    # Global-batch denominators and counter-based draws: 2 replicas == 1 device,
+    # for a copy-mixture loss over all tokens and across two_stage's switch.
+    single = _model(objective, two_stage_mlm_steps=1) if objective == "two_stage" else _model(objective)
+    weights = single.get_weights()
+    with _mirrored().scope():
+        mirrored = (_model(objective, two_stage_mlm_steps=1) if objective == "two_stage"
+                    else _model(objective))
+    mirrored.set_weights(weights)
+    data = tf.data.Dataset.from_tensor_slices(_batch(rows=16)).repeat().batch(8, drop_remainder=True)
+    a = single.fit(data, epochs=2, steps_per_epoch=1, verbose=0).history
+    b = mirrored.fit(data, epochs=2, steps_per_epoch=1, verbose=0).history
+    assert set(a) == set(metric_names(objective))
+    for name in ("loss", "mlm_loss"):
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-5)
+    for x, y in zip(single.get_weights(), mirrored.get_weights()):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
