@@ -70,7 +70,10 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
     try:
         backbone = keras_hub.models.ElectraBackbone.from_preset(preset_dir)
     except Exception as e:  # keras-hub raises several types for a bad preset
-        raise ConversionError(f"{preset_dir}: keras_hub ElectraBackbone.from_preset failed ({e})") from None
+        # First line only: keras' deserialization errors carry the whole config.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConversionError(f"{preset_dir}: keras_hub ElectraBackbone.from_preset failed ({first}); pass a "
+                              f"keras-hub ElectraBackbone preset directory") from None
     settings = read_tokenizer_settings(preset_dir)
     base = base or ElectraConfig()
     if "lowercase" in settings:
