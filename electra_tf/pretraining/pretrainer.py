@@ -474,14 +474,7 @@ class ElectraPretrainer(keras.Model):
         if mlm_phase is None:
             mlm_phase = self._two_stage_mlm_phase()
         if denominators is None:
-            # Outside the tf.cond: a cross-replica sum must not sit in a branch.
-            # Both phases choose the same number of positions.
-            count, _ = _masking.prediction_counts(
-                input_ids, input_mask, cfg.predictions_per_seq, cfg.mask_prob,
-                special.never_masked)
-            denominators = _sum_over_replicas(tf.stack([
-                tf.reduce_sum(tf.cast(count, tf.float32)),
-                tf.reduce_sum(tf.cast(input_mask, tf.float32))]))
+            denominators = self._two_stage_denominators(input_ids, input_mask)
 
         def mlm_branch():
             out = self._forward_mlm(inputs, seed, row_ids, training, denominators)
@@ -506,7 +499,20 @@ class ElectraPretrainer(keras.Model):
             out["disc_active"] = tf.ones([], tf.float32)
             return out
 
+        if isinstance(mlm_phase, bool):  # the phase is known (two_stage train step)
+            return mlm_branch() if mlm_phase else electra_branch()
         return tf.cond(mlm_phase, mlm_branch, electra_branch)
+
+    def _two_stage_denominators(self, input_ids, input_mask):
+        # Outside any tf.cond: a cross-replica sum must not sit in a branch.
+        # Both phases choose the same number of positions (a function of the input).
+        cfg = self.config
+        count, _ = _masking.prediction_counts(
+            tf.cast(input_ids, tf.int32), input_mask, cfg.predictions_per_seq, cfg.mask_prob,
+            self.special_token_ids.never_masked)
+        return _sum_over_replicas(tf.stack([
+            tf.reduce_sum(tf.cast(count, tf.float32)),
+            tf.reduce_sum(tf.cast(input_mask, tf.float32))]))
 
     def _two_stage_mlm_phase(self):
         """True while the optimizer's step (0-based) is below `two_stage_mlm_steps`."""
@@ -619,6 +625,8 @@ class ElectraPretrainer(keras.Model):
         inputs = self._unpack(data)
         if self.grad_accum_steps > 1:
             return self._accumulating_train_step(inputs)
+        if self.config.objective == "two_stage":
+            return self._two_stage_train_step(inputs)
         with tf.GradientTape() as tape:
             seed, row_ids = self._train_randomness(inputs)
             out = self.forward(inputs, seed, row_ids, training=True)
@@ -627,6 +635,35 @@ class ElectraPretrainer(keras.Model):
             scaled_loss = self.optimizer.scale_loss(out["loss"])
         variables = self.trainable_variables
         grads = tape.gradient(scaled_loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables))
+        return self._update_metrics(out)
+
+    def _two_stage_train_step(self, inputs):
+        """two_stage: the phase's forward *and* gradients run inside one tf.cond branch.
+
+        Differentiating through a tf.cond fails for custom-gradient ops in the
+        branch ("Could not find external tensor capture"); taking the gradient
+        inside each branch avoids it. The other phase's variables get zero
+        gradients; the update and the metrics run outside the cond.
+        """
+        seed, row_ids = self._train_randomness(inputs)
+        denominators = self._two_stage_denominators(inputs["input_ids"], inputs["input_mask"])
+        variables = self.trainable_variables
+
+        def phase(mlm_phase):
+            def run():
+                with tf.GradientTape() as tape:
+                    out = self.forward(inputs, seed, row_ids, training=True,
+                                       denominators=denominators, mlm_phase=mlm_phase)
+                    scaled_loss = self.optimizer.scale_loss(out["loss"])
+                grads = tape.gradient(scaled_loss, variables)
+                # Both branches must return the same structure: dense, never None.
+                grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                         for g, v in zip(grads, variables)]
+                return grads, out
+            return run
+
+        grads, out = tf.cond(self._two_stage_mlm_phase(), phase(True), phase(False))
         self.optimizer.apply_gradients(zip(grads, variables))
         return self._update_metrics(out)
 
