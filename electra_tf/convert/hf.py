@@ -185,7 +185,8 @@ def read_weights(model_dir: str) -> Dict[str, np.ndarray]:
                                   f"install torch, or convert it to model.safetensors") from None
         state = torch.load(binary, map_location="cpu", weights_only=True)
         return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}
-    raise ConversionError(f"{model_dir} has no model.safetensors (or pytorch_model.bin)")
+    raise ConversionError(f"{model_dir} has no model.safetensors (or pytorch_model.bin); pass a Hugging Face "
+                          f"ELECTRA model directory (config.json + model.safetensors)")
 
 
 def read_config(model_dir: str) -> dict:
@@ -196,10 +197,11 @@ def read_config(model_dir: str) -> dict:
         return json.load(f)
 
 
-def kind_of(hf_config: dict, weights: Dict[str, np.ndarray]) -> str:
+def kind_of(hf_config: dict, weights: Dict[str, np.ndarray], source: str = "the checkpoint") -> str:
     """"discriminator" (ElectraForPreTraining / ElectraModel) or "generator" (ElectraForMaskedLM)."""
     if hf_config.get("model_type") not in (None, "electra"):
-        raise ConversionError(f"model_type is {hf_config.get('model_type')!r}, not 'electra'")
+        raise ConversionError(f"{source} holds a {hf_config.get('model_type')!r} model, not 'electra'; pass an "
+                              f"ELECTRA checkpoint (e.g. google/electra-small-discriminator)")
     if any(k.startswith("generator_") for k in weights):
         return "generator"
     archs = hf_config.get("architectures") or []
@@ -251,7 +253,7 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
 
     hf_disc = read_config(disc_dir)
     disc_weights = read_weights(disc_dir)
-    if kind_of(hf_disc, disc_weights) != "discriminator":
+    if kind_of(hf_disc, disc_weights, disc_dir) != "discriminator":
         raise ConversionError(f"{disc_dir} is an ElectraForMaskedLM (generator); pass the discriminator "
                               f"(ElectraForPreTraining) as --input and this one as --generator_input")
     tensors = to_canonical(disc_weights, "electra", disc_dir)
@@ -265,7 +267,7 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
     if gen_dir is not None:
         hf_gen = read_config(gen_dir)
         gen_weights = read_weights(gen_dir)
-        if kind_of(hf_gen, gen_weights) != "generator":
+        if kind_of(hf_gen, gen_weights, gen_dir) != "generator":
             raise ConversionError(f"{gen_dir} is not an ElectraForMaskedLM (generator)")
         if _act(hf_gen, gen_dir) != act:
             raise ConversionError(f"generator hidden_act {hf_gen.get('hidden_act')!r} differs from the "

@@ -69,7 +69,8 @@ def _vocab(model_dir):
 
     path = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(path):
-        raise ExportError(f"{model_dir} has no vocab.txt; serving tokenizes in-graph and needs it")
+        raise ExportError(f"{model_dir} has no vocab.txt, which in-graph tokenization needs; copy the "
+                          f"vocab.txt the model was trained with into it")
     return load_vocab(path)
 
 
@@ -129,7 +130,8 @@ def classifier_module(model_dir: str, max_seq_length: Optional[int] = None) -> S
 def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None,
                  allow_untrained_head: bool = False) -> ServingModule:
     if not os.path.isdir(model_dir):
-        raise ExportError(f"--model_dir {model_dir!r} is not a directory")
+        raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
+                          f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
     if kind == DISCRIMINATOR:
         return discriminator_module(model_dir, max_seq_length, allow_untrained_head)
     if kind == CLASSIFIER:

@@ -181,7 +181,8 @@ class ServingModule(tf.Module):
 
     def _check_encoded(self, input_ids, input_mask, segment_ids):
         """Assert ops with one-line messages: an out-of-range id would otherwise fail
-        with a bare gather error on CPU, and silently read zeros on GPU."""
+        with a bare gather error on CPU, and silently read zeros on GPU. (No
+        apostrophes: TensorFlow escapes them in the error text.)"""
         emb = self.encoder.embeddings
         shape = tf.shape(input_ids)
         return [
@@ -190,15 +191,15 @@ class ServingModule(tf.Module):
                 message="input_ids, input_mask and segment_ids must have the same [batch, seq] shape"),
             tf.debugging.assert_less_equal(
                 shape[1], emb.max_positions,
-                message=f"sequences are longer than the model's {emb.max_positions} positions; "
+                message=f"sequences are longer than the {emb.max_positions} positions of the model; "
                         f"cut them to at most {emb.max_positions} tokens"),
-            tf.debugging.assert_non_negative(input_ids, message="input_ids holds a negative id; "
-                                                                "tokenize with the model's vocab.txt"),
+            tf.debugging.assert_greater_equal(
+                input_ids, 0, message="input_ids holds a negative id; tokenize with the vocab.txt of the model"),
             tf.debugging.assert_less(
                 input_ids, emb.vocab_size,
-                message=f"input_ids holds an id >= the model's vocab size {emb.vocab_size}; tokenize "
-                        f"with the model's vocab.txt (or use the serving_default text signature)"),
-            tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be 0 or 1"),
+                message=f"input_ids holds an id >= {emb.vocab_size}, the vocabulary size of the model; tokenize "
+                        f"with its vocab.txt (or use the serving_default text signature)"),
+            tf.debugging.assert_greater_equal(segment_ids, 0, message="segment_ids must be 0 or 1"),
             tf.debugging.assert_less(segment_ids, emb.num_segments,
                                      message=f"segment_ids must be below {emb.num_segments} (0: first "
                                              f"text, 1: second)"),
