@@ -65,13 +65,40 @@ def template_regex(message: str) -> str:
     return ".+?".join(re.escape(p) for p in parts)
 
 
-class Ctx:
-    """What an entry needs: a temp dir, the shared shards, stderr capture."""
+class Shared:
+    """Built once per test process: a tiny model directory and its serving module."""
 
-    def __init__(self, tmp: Path, job_data: dict, capsys):
+    def __init__(self, root: Path):
+        self.root = root
+        self._module = None
+
+    def model_dir(self) -> Path:
+        d = self.root / "model"
+        if not d.exists():
+            export_helpers.make_model_dir(d)
+        return d
+
+    def serving_module(self):
+        from electra_tf.export import build_module
+
+        if self._module is None:
+            self._module = build_module(str(self.model_dir()), "discriminator")
+        return self._module
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    return Shared(tmp_path_factory.mktemp("catalogue_shared"))
+
+
+class Ctx:
+    """What an entry needs: a temp dir, the shared shards and model, stderr capture."""
+
+    def __init__(self, tmp: Path, job_data: dict, capsys, shared: Shared):
         self.tmp = tmp
         self.job = job_data
         self.capsys = capsys
+        self.shared = shared
 
     # ---- pretrain (in-process: the CLI's own parse_args + run_cli) -----------------
     def pretrain(self, args, absent=None, unchanged=None) -> Outcome:
@@ -135,10 +162,7 @@ class Ctx:
         return Outcome(code, _errors(self.capsys.readouterr().err), absent or [], unchanged)
 
     def model_dir(self):
-        d = self.tmp / "model"
-        if not d.exists():
-            export_helpers.make_model_dir(d)
-        return d
+        return self.shared.model_dir()  # read-only: entries that change it work on a copy
 
     # ---- data tools (subprocess) -------------------------------------------------------
     def data_cli(self, module, *args, absent=None, unchanged=None, warnings=False) -> Outcome:
@@ -171,10 +195,8 @@ class Ctx:
                              f"--output_dir={out}", "--num_shards=1", "--noprogress", *extra, **kw)
 
     # ---- serving ---------------------------------------------------------------------
-    def serving_module(self, kind="discriminator"):
-        from electra_tf.export import build_module
-
-        return build_module(str(self.model_dir()), kind)
+    def serving_module(self):
+        return self.shared.serving_module()
 
     @staticmethod
     def serving_error(fn, *args) -> Outcome:
@@ -408,9 +430,11 @@ def _(c):
        "error: --output_dir '<dir>' already holds a finished build with other settings (max_seq_length 64 there "
        "vs 128 now); choose a new --output_dir or pass --overwrite", 1)
 def _(c):
+    from electra_tf.data.build_pretraining_data import build_pretraining_data
+
     corpus, vocab, out = c.corpus(), c.vocab(), c.tmp / "out"
-    first = c.build(corpus, vocab, out, "--max_seq_length=64")
-    assert first.code == 0
+    build_pretraining_data(str(out), str(vocab), [str(corpus)], max_seq_length=64, num_shards=1,
+                           progress=False, log=lambda _: None)
     return c.build(corpus, vocab, out, "--max_seq_length=128", unchanged=out)
 
 
@@ -670,9 +694,9 @@ def _(c):
 
 # =========================================================================== the tests
 @pytest.mark.parametrize("entry_id", list(CATALOGUE))
-def test_catalogue(entry_id, tmp_path, job_data, capsys):
+def test_catalogue(entry_id, tmp_path, job_data, capsys, shared):
     e = CATALOGUE[entry_id]
-    outcome = e.run(Ctx(tmp_path, job_data, capsys))
+    outcome = e.run(Ctx(tmp_path, job_data, capsys, shared))
     assert outcome.code == e.code, (outcome.code, outcome.lines)
     assert len(outcome.lines) == 1, outcome.lines
     assert re.fullmatch(template_regex(e.message), outcome.lines[0], re.S), (
