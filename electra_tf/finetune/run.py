@@ -417,7 +417,7 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
         else:
             x_tr, y_tr = data["train"], None
             n_train = len(x_tr["input_ids"])
-        total, per_epoch = _steps(n_train, s, s.epochs)
+        total, _ = _steps(n_train, s, s.epochs)
         opt, mult = _compile(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
         if task in glue.GLUE_TASKS:
             t = glue.GLUE_TASKS[task]

@@ -10,14 +10,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTS = REPO_ROOT / "tests"
@@ -137,11 +136,6 @@ def snapshot(directory: Path) -> dict:
     return out
 
 
-def copy_tree(src, dst) -> Path:
-    shutil.copytree(src, dst)
-    return Path(dst)
-
-
 def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -155,10 +149,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, poll: f
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def optional(value, default):
-    return default if value is None else value
-
-
-__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "copy_tree", "error_lines", "export_helpers", "free_ports",
-           "is_root", "kill_group", "lr_schedule", "optional", "pretrain_job", "snapshot", "start_module",
-           "start_pretrain", "step_reached", "subprocess_env", "wait_until"]
+__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "STEP_RE", "TESTS", "error_lines", "export_helpers", "free_ports",
+           "is_root", "kill_group", "lr_schedule", "pretrain_job", "snapshot", "start_module", "start_pretrain",
+           "step_reached", "subprocess_env", "wait_until"]

@@ -112,28 +112,29 @@ def _in_process(capsys, args):
 
 def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
         tmp_path, job_args, capsys, monkeypatch):
-    """An absurd learning rate from step 6 on (injected into the schedule) makes the loss NaN."""
+    """An absurd learning rate for the 7th update (injected into the schedule) makes the loss of
+    step 8 NaN: step 8 is also a save step, where the guard must keep the checkpoint from being written."""
     import tensorflow as tf
 
     from electra_tf.pretraining import optimization
 
     real = optimization.WarmupPolynomialDecay.__call__
 
-    def absurd_from_update_6(self, step):
+    def absurd_from_update_7(self, step):  # `step` is the count of updates already applied
         lr = real(self, step)
-        return tf.where(tf.cast(step, tf.int64) >= 5, tf.constant(1e30, lr.dtype), lr)
+        return tf.where(tf.cast(step, tf.int64) >= 6, tf.constant(1e30, lr.dtype), lr)
 
-    monkeypatch.setattr(optimization.WarmupPolynomialDecay, "__call__", absurd_from_update_6)
+    monkeypatch.setattr(optimization.WarmupPolynomialDecay, "__call__", absurd_from_update_7)
     model_dir = tmp_path / "run"
     args = job_args(model_dir, "--train_steps", "12", "--save_every", "4", "--log_every", "1",
                     "--strategy", "cpu")
     code, out, err = _in_process(capsys, args)
     assert code == 1
     ckpt4 = model_dir / "checkpoints" / "ckpt-00000004.weights.h5"
-    assert err == [f"error: the training loss became nan at step 7; training stopped and nothing was saved "
+    assert err == [f"error: the training loss became nan at step 8; training stopped and nothing was saved "
                    f"after it (the last good checkpoint, kept: {ckpt4}); lower the learning rate "
                    f"(--override learning_rate=...) or check the data, and start again in a new --model_dir"]
-    assert "step 6/12" in out and "step 7/12 loss=nan" in out
+    assert "step 7/12" in out and "step 8/12 loss=nan" in out
     # Nothing was written after the NaN: the last good checkpoint is the latest and intact.
     assert _checkpoint_steps(model_dir) == [4]
     assert sorted(os.listdir(model_dir / "checkpoints")) == [ckpt4.name]
