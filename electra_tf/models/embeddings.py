@@ -3,6 +3,7 @@
 import keras
 import keras_hub
 
+from electra_tf.models import fused_ops
 from electra_tf.models.initializers import electra_initializer
 
 
@@ -83,7 +84,8 @@ class ElectraEmbeddings(keras.layers.Layer):
         tokens = self.token_embedding(input_ids)
         x = tokens + self.position_embedding(tokens) + self.segment_embedding(segment_ids)
         x = self.layer_norm(x)
-        return self.dropout_layer(x, training=training)
+        # Keras' rate and seed generator, cheaper bits, per-replica masks (fused_ops).
+        return fused_ops.dropout(self.dropout_layer, x, training=training)
 
     def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
         return tuple(input_ids_shape) + (self.embedding_dim,)

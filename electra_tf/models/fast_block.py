@@ -1,7 +1,6 @@
 """A faster forward pass for keras-hub's post-LN `TransformerEncoder` block.
 
-Same variables, same maths, same dropout layers (hence the same random
-streams) as `keras_hub.layers.TransformerEncoder.call` with
+Same variables and maths as `keras_hub.layers.TransformerEncoder.call` with
 `normalize_first=False`; what differs is how the work is laid out:
 
 - Q, K and V come from one [B*S, H] x [H, 3H] matmul on the concatenated
@@ -12,12 +11,18 @@ streams) as `keras_hub.layers.TransformerEncoder.call` with
 - the padding mask is a [B, 1, 1, S] boolean built once per encoder rather
   than a [B, S, S] mask per layer.
 
-Numerically the results match the keras-hub call to float32 round-off
+- exact GELU and dropout come from `fused_ops` (one fused loop for GELU and
+  its gradient; 16 random bits per dropped element, replica-aware seeds), so
+  dropout masks differ from Keras' own streams, with the same rates.
+
+Without dropout the results match the keras-hub call to float32 round-off
 (tests/models compare the two).
 """
 
 import keras
 import tensorflow as tf
+
+from electra_tf.models import fused_ops
 
 
 def key_mask(padding_mask):
@@ -67,20 +72,26 @@ def transformer_block(layer, x, mask, training=None):
         scores = tf.where(mask, scores, tf.constant(-1e9, scores.dtype))
     probs = tf.nn.softmax(scores, axis=-1)
     probs = tf.cast(probs, dtype)
-    probs = attn._dropout_layer(probs, training=training)
+    probs = fused_ops.dropout(attn._dropout_layer, probs, training=training)
     context = tf.matmul(probs, v)  # [B, N, S, D]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
     out_dense = attn._output_dense
     y = tf.nn.bias_add(tf.matmul(context, kernel(out_dense, heads * head_dim)), bias_of(out_dense))
     y = tf.reshape(y, [batch, seq, hidden])
 
-    y = layer._self_attention_dropout(y, training=training)
+    y = fused_ops.dropout(layer._self_attention_dropout, y, training=training)
     x = layer._self_attention_layer_norm(y + x)
 
     residual = x
-    y = layer._feedforward_intermediate_dense(x)
+    intermediate = layer._feedforward_intermediate_dense
+    if fused_ops.is_exact_gelu(intermediate.activation):
+        y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, hidden]), tf.cast(intermediate.kernel, dtype)),
+                           tf.cast(intermediate.bias, dtype))
+        y = tf.reshape(fused_ops.exact_gelu(y), [batch, seq, -1])
+    else:
+        y = intermediate(x)
     y = layer._feedforward_output_dense(y)
-    y = layer._feedforward_dropout(y, training=training)
+    y = fused_ops.dropout(layer._feedforward_dropout, y, training=training)
     return layer._feedforward_layer_norm(y + residual)
 
 
