@@ -91,3 +91,11 @@ def test_overrides():
         ElectraConfig().with_overrides(["learning_rate"])
     with pytest.raises(ConfigError, match="unknown config key"):
         ElectraConfig().with_overrides(["lr=1"])
+
+
+def test_objective_is_set_by_override():
+    # `python -m electra_tf.pretrain --override objective=... ` goes through with_overrides.
+    c = ElectraConfig().with_overrides(["objective=two_stage", "two_stage_mlm_steps=100"])
+    assert (c.objective, c.two_stage_mlm_steps) == ("two_stage", 100)
+    with pytest.raises(ConfigError, match="choose one of electra, mlm"):
+        ElectraConfig().with_overrides(["objective=bert"])
