@@ -18,9 +18,9 @@ Everything is cached in the work directory: the vocabulary and shards are
 built once; each (objective, budget) pre-training run resumes from its last
 checkpoint and is skipped once finished; each fine-tuning seed is skipped
 once its result exists. Re-running the same command after an interruption
-continues the study; changing a flag that defines the study (config,
-sequence length, vocabulary, corpus) is refused with a message (use a new
---work_dir).
+continues the study; changing a flag that defines the study (model, data,
+pre-training or fine-tuning recipe; not the budgets, objectives or seeds) is
+refused with a message (use a new --work_dir).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "
 RESULTS_JSON, RESULTS_MD, PLOT_PNG = "results.json", "results.md", "sst2_vs_flops.png"
 # Flags whose change makes the cached data / runs of a work directory invalid.
 STUDY_KEYS = ("config", "corpus", "corpus_max_lines", "vocab_size", "seq_length", "batch_size",
-              "learning_rate", "warmup_fraction", "two_stage_fraction", "convention", "seed")
+              "learning_rate", "warmup_fraction", "two_stage_fraction", "convention", "seed",
+              "glue_dir", "ft_train_examples", "ft_eval_examples", "ft_epochs", "ft_seq_length",
+              "ft_batch_size", "ft_learning_rate", "ft_layerwise_lr_decay")
 
 
 class StudyError(ValueError):
