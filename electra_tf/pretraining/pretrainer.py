@@ -21,7 +21,11 @@ from electra_tf.objectives import masking as _masking
 
 # Offsets folded into the first seed word so every random draw of a step gets
 # its own stream.
-_SEED_MASKING, _SEED_SAMPLING = 1, 2
+# mask_tokens derives its streams from its seed word m as 2m, 2m + 1 and
+# -(2m + 1), i.e. 16s + 2, 16s + 3 for m = 8s + 1; the sampling word 8s + 4 is
+# 4 mod 8 and never equals one of them (8s + 2 did, for s = 0: the Gumbel noise
+# of slot 0 repeated the masking scores).
+_SEED_MASKING, _SEED_SAMPLING = 1, 4
 # BERT's corruption of the chosen positions (objective mlm): 80% [MASK],
 # 10% a random token, 10% kept.
 BERT_KEEP_PROB, BERT_RANDOM_PROB = 0.1, 0.1
