@@ -35,3 +35,17 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data not found at {SHARED_DATA}; tests expect ../shared/data beside the repo")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def mirrored_strategy():
+    """One MirroredStrategy over the two logical CPUs, shared by the whole process.
+
+    Every MirroredStrategy numbers its collective all-reduces from the same
+    start; a second strategy in the same process re-used instance keys of the
+    first with other shapes ("Shape mismatch in the collective instance 101")
+    and aborted the collective executor for the rest of the process.
+    """
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(devices) >= 2, "tests/conftest.py should have made two logical CPUs"
+    return tf.distribute.MirroredStrategy(devices[:2])

@@ -70,8 +70,8 @@ def test_dropout_gradient_is_the_mask_times_the_scale():
     np.testing.assert_allclose(grad, mask / 0.75, rtol=1e-6)
 
 
-def test_dropout_masks_differ_between_replicas():
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+def test_dropout_masks_differ_between_replicas(mirrored_strategy):
+    strategy = mirrored_strategy
     with strategy.scope():
         layer = _dropout(0.5, seed=7)
 

@@ -310,19 +310,13 @@ def test_accumulation_is_electra_only():
         ElectraPretrainer(_config("mlm"), SPECIAL, grad_accum_steps=2)
 
 
-def _mirrored():
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    assert len(devices) >= 2, "tests/conftest.py should have made two logical CPUs"
-    return tf.distribute.MirroredStrategy(devices[:2])
-
-
 @pytest.mark.parametrize("objective", ["all_tokens_mlm", "two_stage"])
-def test_mirrored_step_equals_single_device_step(objective):
+def test_mirrored_step_equals_single_device_step(objective, mirrored_strategy):
     # Global-batch denominators and counter-based draws: 2 replicas == 1 device,
     # for a copy-mixture loss over all tokens and across two_stage's switch.
     single = _model(objective, two_stage_mlm_steps=1) if objective == "two_stage" else _model(objective)
     weights = single.get_weights()
-    with _mirrored().scope():
+    with mirrored_strategy.scope():
         mirrored = (_model(objective, two_stage_mlm_steps=1) if objective == "two_stage"
                     else _model(objective))
     mirrored.set_weights(weights)

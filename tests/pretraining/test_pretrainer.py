@@ -49,14 +49,8 @@ def test_train_step_compiles_with_xla(tiny, brown_examples, make_dataset):
     assert int(model.optimizer.iterations.numpy()) == 3
 
 
-def _mirrored():
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    assert len(devices) >= 2, "tests/conftest.py should have made two logical CPUs"
-    return tf.distribute.MirroredStrategy(devices[:2])
-
-
-def test_masks_differ_between_mirrored_replicas(tiny, brown_examples):
-    strategy = _mirrored()
+def test_masks_differ_between_mirrored_replicas(tiny, brown_examples, mirrored_strategy):
+    strategy = mirrored_strategy
     with strategy.scope():
         model = _model(tiny, brown_examples[3])
     ids, mask, segments, _ = brown_examples
@@ -76,12 +70,12 @@ def test_masks_differ_between_mirrored_replicas(tiny, brown_examples):
     assert not np.array_equal(first, second)
 
 
-def test_mirrored_step_equals_single_device_step(tiny, brown_examples, make_dataset):
+def test_mirrored_step_equals_single_device_step(tiny, brown_examples, make_dataset, mirrored_strategy):
     cfg = tiny.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                        num_warmup_steps=0, learning_rate=1e-3)
     single = _model(cfg, brown_examples[3])
     weights = single.get_weights()
-    strategy = _mirrored()
+    strategy = mirrored_strategy
     with strategy.scope():
         mirrored = _model(cfg, brown_examples[3])
     mirrored.set_weights(weights)
