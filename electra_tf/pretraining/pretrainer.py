@@ -124,6 +124,13 @@ class ElectraPretrainer(keras.Model):
         if grad_accum_steps > 1 and objective != "electra":
             raise ValueError(f"grad_accum_steps={grad_accum_steps} supports objective 'electra' only "
                              f"(got {objective!r}); use grad_accum_steps=1 with a batch that fits")
+        if objective == "two_stage" and tf.distribute.get_strategy().num_replicas_in_sync > 1:
+            # Seen on 2 mirrored CPU replicas: after the phase tf.cond the replicas
+            # issue their gradient all-reduces in different orders ("Shape mismatch
+            # in the collective instance") and the collective executor aborts.
+            raise ValueError("objective two_stage runs on one replica only; with "
+                             f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas use "
+                             "objective mlm for the first run, then electra initialised from it")
         # Which networks the objective trains (docs/pretraining.md, "Objectives").
         # `discriminator` is always the full-size encoder, the one to fine-tune;
         # the layers an objective does not use are None.
