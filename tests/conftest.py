@@ -39,13 +39,11 @@ def shared_data():
 
 @pytest.fixture(scope="session")
 def mirrored_strategy():
-    """One MirroredStrategy over the two logical CPUs, shared by the whole process.
+    """One MirroredStrategy over the two logical CPUs, shared by the whole process
+    (a second one aborts collectives: see `distribution.mirrored_strategy`)."""
+    from electra_tf.pretraining.distribution import mirrored_devices, mirrored_strategy
 
-    Every MirroredStrategy numbers its collective all-reduces from the same
-    start; a second strategy in the same process re-used instance keys of the
-    first with other shapes ("Shape mismatch in the collective instance 101")
-    and aborted the collective executor for the rest of the process.
-    """
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    assert len(devices) >= 2, "tests/conftest.py should have made two logical CPUs"
-    return tf.distribute.MirroredStrategy(devices[:2])
+    devices = mirrored_devices()
+    assert len(devices) == 2, "tests/conftest.py should have made two logical CPUs"
+    # The product's cached strategy: in-process jobs (--strategy mirrored) share it.
+    return mirrored_strategy(devices)

@@ -15,7 +15,6 @@ resuming with other settings.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import math
@@ -270,22 +269,16 @@ def _tagging_files(s: Settings):
 # Training
 # ----------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def _mirrored_strategy():
-    # One per process, reused by every seed: a second MirroredStrategy re-uses
-    # the first one's collective instance keys with other shapes and aborts.
-    import tensorflow as tf
-
-    return tf.distribute.MirroredStrategy()
-
-
 def _strategy(name: str):
     import tensorflow as tf
 
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        return _mirrored_strategy()
+        # One per process, shared with pre-training and every seed (see there).
+        from electra_tf.pretraining.distribution import mirrored_strategy
+
+        return mirrored_strategy()
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")

@@ -13,6 +13,7 @@ TensorFlow runs its first op: call `split_cpu` / `create_strategy` first.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Optional
@@ -85,6 +86,25 @@ def resolve_name(name: str, tpu: Optional[str]) -> str:
     return "cpu"
 
 
+def mirrored_devices():
+    """All GPUs, or else all logical CPU devices."""
+    gpus = tf.config.list_logical_devices("GPU")
+    return tuple(d.name for d in gpus) or tuple(d.name for d in tf.config.list_logical_devices("CPU"))
+
+
+@functools.lru_cache(maxsize=None)
+def mirrored_strategy(devices=None):
+    """One MirroredStrategy per device set and process.
+
+    Every MirroredStrategy numbers its collective all-reduces from the same
+    start; a second one in the same process re-uses the first one's instance
+    keys with other shapes ("Shape mismatch in the collective instance") and
+    aborts the collective executor for the rest of the process. Jobs, seeds
+    and tests that run in one process therefore share this one.
+    """
+    return tf.distribute.MirroredStrategy(list(devices or mirrored_devices()))
+
+
 def create_strategy(name: str = "auto", tpu: Optional[str] = None,
                     collective_timeout_s: Optional[float] = None):
     """Returns (strategy, resolved name, one-line description)."""
@@ -99,8 +119,8 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None,
         return tf.distribute.OneDeviceStrategy(gpus[0].name), name, f"one GPU ({gpus[0].name})"
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
-        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-        strategy = tf.distribute.MirroredStrategy(devices)
+        devices = mirrored_devices()
+        strategy = mirrored_strategy(devices)
         kind = "GPU" if gpus else "logical CPU"
         return strategy, name, f"MirroredStrategy over {len(devices)} {kind} device(s)"
     if name == "multi_worker":
