@@ -42,6 +42,18 @@ def _autocast_mlm_head(head):
     return head
 
 
+def _masked_outputs(masked, input_mask):
+    """The masking results every objective's forward returns (metrics read them)."""
+    return {
+        "masked_input_ids": masked.input_ids,
+        "masked_positions": masked.positions,
+        "masked_original_ids": masked.original_ids,
+        "masked_weights": masked.weights,
+        "mlm_weights": masked.weights,
+        "input_mask": input_mask,
+    }
+
+
 def _sum_over_replicas(value):
     """Sum across replicas inside a replica context; identity without a strategy."""
     context = tf.distribute.get_replica_context()
@@ -367,20 +379,15 @@ class ElectraPretrainer(keras.Model):
                 denominator=denominators[0])
         total = objectives.electra_loss(generator_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
         return {
+            **_masked_outputs(masked, input_mask),
             "loss": total,
             "mlm_loss": mlm_loss,
             "disc_loss": disc_loss,
             "mlm_logits": mlm_logits,
-            "masked_input_ids": masked.input_ids,
-            "masked_positions": masked.positions,
-            "masked_original_ids": masked.original_ids,
-            "masked_weights": masked.weights,
             "sampled_ids": sampled_ids,
             "disc_input_ids": disc_input_ids,
             "disc_labels": labels,
             "disc_logits": disc_logits,
-            "input_mask": input_mask,
-            "mlm_weights": masked.weights,
             "sample_weights": masked.weights,
             "disc_weights": disc_weights,
         }
@@ -400,15 +407,10 @@ class ElectraPretrainer(keras.Model):
         mlm_loss = objectives.masked_lm_loss(
             mlm_logits, masked.original_ids, masked.weights, denominator=denominators[0])
         return {
+            **_masked_outputs(masked, input_mask),
             "loss": mlm_loss,
             "mlm_loss": mlm_loss,
             "mlm_logits": mlm_logits,
-            "masked_input_ids": masked.input_ids,
-            "masked_positions": masked.positions,
-            "masked_original_ids": masked.original_ids,
-            "masked_weights": masked.weights,
-            "input_mask": input_mask,
-            "mlm_weights": masked.weights,
         }
 
     def _forward_replace_mlm(self, inputs, seed, row_ids, training, denominators):
@@ -462,12 +464,7 @@ class ElectraPretrainer(keras.Model):
             "gen_logits": gen_logits,
             "sampled_ids": sampled_ids,
             "model_input_ids": model_input_ids,
-            "masked_input_ids": masked.input_ids,
-            "masked_positions": masked.positions,
-            "masked_original_ids": masked.original_ids,
-            "masked_weights": masked.weights,
-            "input_mask": input_mask,
-            "mlm_weights": masked.weights,
+            **_masked_outputs(masked, input_mask),
             "sample_weights": masked.weights,
         })
         return out
