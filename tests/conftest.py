@@ -7,6 +7,7 @@ a strategy run on the first device as usual.
 
 import os
 import pathlib
+import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,6 +24,20 @@ except RuntimeError:  # runtime already initialised by an earlier import
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def free_ports():
+    """free_ports(n): n distinct loopback ports nobody listens on (multi-worker clusters)."""
+    def pick(n):
+        socks = [socket.socket() for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        ports = [s.getsockname()[1] for s in socks]
+        for s in socks:
+            s.close()
+        return ports
+    return pick
 
 
 @pytest.fixture(scope="session")

@@ -434,15 +434,14 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
             on_ready()
         os.makedirs(seed_dir, exist_ok=True)
         checkpoints = CheckpointManager(os.path.join(seed_dir, CHECKPOINT_DIR), keep=1)
-        checkpoints.remove_temporaries()
-        latest = checkpoints.latest()
+        try:
+            resumed = checkpoints.restore_latest(model)
+        except CheckpointError as e:
+            raise FinetuneError(str(e)) from None
         start_step = 0
-        if latest is not None:
-            try:
-                start_step = checkpoints.restore(model, latest[1])
-            except CheckpointError as e:
-                raise FinetuneError(str(e)) from None
-            print(f"resuming seed {seed} from {latest[1]} at step {start_step} "
+        if resumed is not None:
+            start_step = resumed[0]
+            print(f"resuming seed {seed} from {resumed[1]} at step {start_step} "
                   f"(learning rate {current_learning_rate(opt):.6g})", flush=True)
     ds = _dataset(x_tr, y_tr, s.batch_size, shuffle_seed=seed)
     t0 = time.time()

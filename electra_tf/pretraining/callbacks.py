@@ -190,6 +190,30 @@ class CheckpointManager:
             tf.io.gfile.remove(old)
         return final
 
+    def restore_latest(self, model, clean: bool = True) -> Optional[Tuple[int, str]]:
+        """Resumes `model` from the newest complete checkpoint, if any.
+
+        Args:
+          model: a compiled model.
+          clean: first delete what an interrupted save left (chief only).
+
+        Returns (restored step, path), or None when there is no checkpoint.
+
+        Raises:
+          CheckpointError: the newest checkpoint is unreadable, belongs to another
+            model, or holds another step than its name says.
+        """
+        if clean:
+            self.remove_temporaries()
+        latest = self.latest()
+        if latest is None:
+            return None
+        step = self.restore(model, latest[1])
+        if step != latest[0]:
+            raise CheckpointError(f"checkpoint {latest[1]} holds step {step}, not {latest[0]}; "
+                                  f"delete it to resume from the one before")
+        return step, latest[1]
+
     @staticmethod
     def restore(model, path: str) -> int:
         """Loads a checkpoint into a compiled model; returns the restored step."""
@@ -241,6 +265,43 @@ class StopOnNonFiniteLoss(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class DiscriminatorCollapseDetector:
+    """Notices a discriminator that learned and then fell back to the prior.
+
+    Seen on small models when the generator reaches the unigram distribution
+    while the learning rate is high (docs/pretraining.md, "Discriminator
+    collapse"): the discriminator then predicts "original" everywhere (no
+    positive prediction, AUC near 0.5, loss = entropy of the replaced fraction)
+    and did not recover in our runs; its encoder fine-tuned worse than a random
+    one. `update` returns one warning line the first time that happens.
+
+    Args:
+      learned_auc: the AUC that shows the discriminator had learned something.
+      collapsed_auc: below this (with no positive prediction) it has collapsed.
+    """
+
+    def __init__(self, learned_auc: float = 0.7, collapsed_auc: float = 0.6):
+        self.learned_auc = learned_auc
+        self.collapsed_auc = collapsed_auc
+        self.best: Optional[Tuple[float, int]] = None
+        self.warned = False
+
+    def update(self, step: int, logs: dict) -> Optional[str]:
+        auc = logs.get("disc_auc")
+        if auc is None or self.warned:
+            return None
+        if self.best is None or auc > self.best[0]:
+            self.best = (auc, step)
+        if (self.best[0] >= self.learned_auc and auc < self.collapsed_auc
+                and logs.get("disc_precision", 1.0) == 0.0 and logs.get("disc_recall", 1.0) == 0.0):
+            self.warned = True
+            return (f"warning: step {step}: the discriminator collapsed to the prior (disc_auc "
+                    f"{auc:.3f} after {self.best[0]:.3f} at step {self.best[1]}; it predicts no "
+                    f"replaced token); such runs did not recover here: restart with a lower "
+                    f"learning_rate or a longer num_warmup_steps (docs/pretraining.md)")
+        return None
+
+
 class PretrainingCallback(keras.callbacks.Callback):
     """Logging, TensorBoard, periodic evaluation and checkpoints in one place.
 
@@ -288,6 +349,7 @@ class PretrainingCallback(keras.callbacks.Callback):
         self._first_step_time = None
         self._first_step = None
         self.steady_examples_per_second = float("nan")
+        self.collapse = DiscriminatorCollapseDetector()
 
     # ------------------------------------------------------------- helpers
     def _step(self) -> int:
@@ -335,6 +397,9 @@ class PretrainingCallback(keras.callbacks.Callback):
         self._scalars(self.train_writer, values, step)
         shown = " ".join(f"{k}={logs[k]:.4f}" for k in ("loss", "mlm_loss", "disc_loss", "disc_auc") if k in logs)
         self.print(f"step {step}/{self.train_steps} {shown} lr={lr:.3g} examples/s={rate:.1f}")
+        warning = self.collapse.update(step, logs)
+        if warning:
+            self.print(warning)
         self._last_time, self._last_logged_step = now, step
 
     def on_epoch_end(self, epoch, logs=None):

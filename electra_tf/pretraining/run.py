@@ -329,7 +329,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     # ---- 4. model, optimizer, restore -----------------------------------------
     from electra_tf.models.saving import save_pretrained  # pylint: disable=import-outside-toplevel
     from electra_tf.pretraining.callbacks import (  # pylint: disable=import-outside-toplevel
-        CheckpointError, CheckpointManager, PretrainingCallback, StopOnNonFiniteLoss)
+        CheckpointError, CheckpointManager, PretrainingCallback, StopOnNonFiniteLoss,
+        current_learning_rate)
     from electra_tf.pretraining.optimization import create_optimizer  # pylint: disable=import-outside-toplevel
     from electra_tf.pretraining.pretrainer import ElectraPretrainer  # pylint: disable=import-outside-toplevel
 
@@ -347,20 +348,15 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                           steps_per_execution=spe)
             optimizer.build(model.trainable_variables)
         checkpoints = CheckpointManager(os.path.join(model_dir, CHECKPOINT_DIR), opts.keep_checkpoints)
-        if chief:
-            checkpoints.remove_temporaries()
-        latest = checkpoints.latest()
+        try:
+            resumed = checkpoints.restore_latest(model, clean=chief)
+        except CheckpointError as e:
+            _fail(str(e))
         start_step = 0
-        if latest is not None:
-            try:
-                start_step = checkpoints.restore(model, latest[1])
-            except CheckpointError as e:
-                _fail(str(e))
-            if start_step != latest[0]:
-                _fail(f"checkpoint {latest[1]} holds step {start_step}, not {latest[0]}; delete it to "
-                      f"resume from the one before")
-            log(f"resuming from {latest[1]} at step {start_step} (learning rate "
-                f"{float(optimizer.learning_rate if not hasattr(optimizer, 'inner_optimizer') else optimizer.inner_optimizer.learning_rate):.3g})")
+        if resumed is not None:
+            start_step, path = resumed
+            log(f"resuming from {path} at step {start_step} (learning rate "
+                f"{current_learning_rate(optimizer):.3g})")
         if chief:
             # Written once the checkpoint restored: a foreign or broken checkpoint
             # stops the run above without touching the directory.

@@ -3,28 +3,15 @@ pre-train a few steps, each reading its own shard, and only the chief writes."""
 
 import json
 import os
-import socket
 
 import pytest
 
 from conftest import kill_group, start, subprocess_env
 
 
-def _free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
-def test_two_workers_on_loopback(tmp_path, job_args):
+def test_two_workers_on_loopback(tmp_path, job_args, free_ports):
     model_dir = tmp_path / "run"
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     args = job_args(model_dir, "--strategy", "multi_worker", "--train_steps", "4", "--save_every", "2",
                     "--log_every", "1", "--collective_timeout_s", "200")

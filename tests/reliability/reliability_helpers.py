@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -105,18 +104,6 @@ def error_lines(stderr: str) -> List[str]:
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
-def free_ports(n: int) -> List[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
 def lr_schedule(config_path: str, train_steps: int, **overrides):
     from electra_tf.config import ElectraConfig
     from electra_tf.pretraining.optimization import WarmupPolynomialDecay
@@ -149,6 +136,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, poll: f
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "STEP_RE", "TESTS", "error_lines", "export_helpers", "free_ports",
+__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "STEP_RE", "TESTS", "error_lines", "export_helpers",
            "is_root", "kill_group", "lr_schedule", "pretrain_job", "snapshot", "start_module", "start_pretrain",
            "step_reached", "subprocess_env", "wait_until"]
