@@ -136,14 +136,6 @@ class ElectraPretrainer(keras.Model):
         if grad_accum_steps > 1 and objective != "electra":
             raise ValueError(f"grad_accum_steps={grad_accum_steps} supports objective 'electra' only "
                              f"(got {objective!r}); use grad_accum_steps=1 with a batch that fits")
-        if objective == "two_stage" and tf.distribute.get_strategy().num_replicas_in_sync > 1:
-            # Its 2-replica test failed in CI with "Shape mismatch in the collective
-            # instance"; that error was later traced to a second MirroredStrategy in
-            # the process (distribution.mirrored_strategy), so this guard may be
-            # unneeded, but two_stage is not re-verified on several replicas yet.
-            raise ValueError("objective two_stage runs on one replica only; with "
-                             f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas use "
-                             "objective mlm for the first run, then electra initialised from it")
         # Which networks the objective trains (docs/pretraining.md, "Objectives").
         # `discriminator` is always the full-size encoder, the one to fine-tune;
         # the layers an objective does not use are None.
