@@ -90,3 +90,22 @@ def test_mismatched_config_is_refused(saved, tmp_path):
         saving.load_discriminator(str(other))
     with pytest.raises(saving.ModelDirError, match="no config.json"):
         saving.load_discriminator(str(tmp_path))
+
+
+def test_finetune_init_gives_the_pretrained_discriminator(saved):
+    """`finetune --init <model dir>` builds its own encoder and loads it: same outputs."""
+    from electra_tf.finetune.run import find_init_files, load_encoder_weights
+    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+    from electra_tf.models import build_encoder
+
+    model, model_dir, cfg = saved
+    weights, config_path, _ = find_init_files(model_dir, None, None)
+    assert weights.endswith("discriminator.weights.h5")
+    encoder = build_and_call(ClassifierModel(build_encoder(ElectraConfig.from_json(config_path)), 2),
+                             cfg.max_seq_length).encoder
+    batch = _batch(cfg)
+    before = encoder(batch).numpy()
+    load_encoder_weights(encoder, weights)
+    want = model.discriminator(batch).numpy()
+    np.testing.assert_array_equal(encoder(batch).numpy(), want)
+    assert np.abs(before - want).max() > 1e-2
