@@ -96,7 +96,7 @@ def test_fused_update_matches_keras_adamw(weight_decay):
 
 
 def test_fused_update_under_mirrored_strategy_matches_one_device(mirrored_strategy):
-    """The per-device path (strategies) and the one-computation path give the same step."""
+    """Under MirroredStrategy (update per device) 2 replicas give the one-device step."""
     import keras
     import tensorflow as tf
 
