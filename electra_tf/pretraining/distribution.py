@@ -92,7 +92,6 @@ def mirrored_devices():
     return tuple(d.name for d in gpus) or tuple(d.name for d in tf.config.list_logical_devices("CPU"))
 
 
-@functools.lru_cache(maxsize=None)
 def mirrored_strategy(devices=None):
     """One MirroredStrategy per device set and process.
 
@@ -101,8 +100,18 @@ def mirrored_strategy(devices=None):
     keys with other shapes ("Shape mismatch in the collective instance") and
     aborts the collective executor for the rest of the process. Jobs, seeds
     and tests that run in one process therefore share this one.
+
+    Args:
+        devices: device names (default `mirrored_devices()`); the cache is
+            keyed by the resolved names, so the default and an explicit list
+            of the same devices give the same strategy.
     """
-    return tf.distribute.MirroredStrategy(list(devices or mirrored_devices()))
+    return _mirrored_strategy(tuple(devices or mirrored_devices()))
+
+
+@functools.lru_cache(maxsize=None)
+def _mirrored_strategy(devices):
+    return tf.distribute.MirroredStrategy(list(devices))
 
 
 def create_strategy(name: str = "auto", tpu: Optional[str] = None,
