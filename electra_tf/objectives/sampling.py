@@ -21,7 +21,7 @@ def sample_from_logits(logits, *, seed, row_ids=None, temperature: float = 1.0, 
             (the reference's `disallow_correct` option).
     """
     logits = tf.stop_gradient(tf.cast(logits, tf.float32))
-    if disallow_ids is not None:
+    if disallow_ids is not None:  # -1000 once divided by the temperature below
         logits -= 1000.0 * temperature * tf.one_hot(disallow_ids, tf.shape(logits)[-1],
                                                     dtype=tf.float32)
     if row_ids is None:
