@@ -11,9 +11,11 @@ Same variables and maths as `keras_hub.layers.TransformerEncoder.call` with
 - the padding mask is a [B, 1, 1, S] boolean built once per encoder rather
   than a [B, S, S] mask per layer.
 
-- exact GELU and dropout come from `fused_ops` (one fused loop for GELU and
-  its gradient; 16 random bits per dropped element, replica-aware seeds), so
-  dropout masks differ from Keras' own streams, with the same rates.
+- the element-wise work between the matmuls runs as XLA-fused loops from
+  `fused_ops`, each with a hand-written gradient: bias + exact GELU; mask +
+  softmax + dropout on the attention probabilities; bias + dropout + residual +
+  LayerNorm after each sub-layer. Dropout uses 16 random bits per element and
+  replica-aware seeds, so masks differ from Keras' own streams, at the same rates.
 
 Without dropout the results match the keras-hub call to float32 round-off
 (tests/models compare the two).
@@ -65,34 +67,32 @@ def transformer_block(layer, x, mask, training=None):
     q, k, v = tf.unstack(qkv, num=3, axis=0)
     q = q * tf.cast(1.0 / float(head_dim) ** 0.5, dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S]
-    if dtype != tf.float32:
-        scores = tf.cast(scores, tf.float32)
-    if mask is not None:
-        # Keras' masked softmax writes -1e9 at masked keys; so do we.
-        scores = tf.where(mask, scores, tf.constant(-1e9, scores.dtype))
-    probs = tf.nn.softmax(scores, axis=-1)
-    probs = tf.cast(probs, dtype)
-    probs = fused_ops.dropout(attn._dropout_layer, probs, training=training)
+    # Mask, softmax (float32) and dropout: one fused loop each way (fused_ops).
+    probs = fused_ops.attention_probs(scores, mask, attn._dropout_layer, training=training,
+                                      dtype=dtype)
     context = tf.matmul(probs, v)  # [B, N, S, D]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
     out_dense = attn._output_dense
-    y = tf.nn.bias_add(tf.matmul(context, kernel(out_dense, heads * head_dim)), bias_of(out_dense))
+    y = tf.matmul(context, kernel(out_dense, heads * head_dim))
     y = tf.reshape(y, [batch, seq, hidden])
-
-    y = fused_ops.dropout(layer._self_attention_dropout, y, training=training)
-    x = layer._self_attention_layer_norm(y + x)
+    # bias, dropout, residual and LayerNorm: one fused loop each way.
+    x = fused_ops.add_dropout_norm(y, x, layer._self_attention_layer_norm,
+                                   layer._self_attention_dropout, bias=out_dense.bias,
+                                   training=training)
 
     residual = x
     intermediate = layer._feedforward_intermediate_dense
+    x2 = tf.reshape(x, [-1, hidden])
     if fused_ops.is_exact_gelu(intermediate.activation):
-        y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, hidden]), tf.cast(intermediate.kernel, dtype)),
-                           tf.cast(intermediate.bias, dtype))
-        y = tf.reshape(fused_ops.exact_gelu(y), [batch, seq, -1])
+        y = fused_ops.bias_gelu(tf.matmul(x2, tf.cast(intermediate.kernel, dtype)),
+                                intermediate.bias)
     else:
-        y = intermediate(x)
-    y = layer._feedforward_output_dense(y)
-    y = fused_ops.dropout(layer._feedforward_dropout, y, training=training)
-    return layer._feedforward_layer_norm(y + residual)
+        y = tf.reshape(intermediate(x), [batch * seq, -1])
+    output_dense = layer._feedforward_output_dense
+    y = tf.reshape(tf.matmul(y, tf.cast(output_dense.kernel, dtype)), [batch, seq, hidden])
+    return fused_ops.add_dropout_norm(y, residual, layer._feedforward_layer_norm,
+                                      layer._feedforward_dropout, bias=output_dense.bias,
+                                      training=training)
 
 
 def supports_fast_path(layer):
@@ -104,4 +104,8 @@ def supports_fast_path(layer):
         and len(attn._query_dense.kernel.shape) == 3
         and attn._use_bias
         and attn._value_dim == attn._key_dim
+        and layer._feedforward_output_dense.use_bias
+        and layer._feedforward_output_dense.activation is keras.activations.linear
+        and fused_ops.is_fusable_layer_norm(layer._self_attention_layer_norm)
+        and fused_ops.is_fusable_layer_norm(layer._feedforward_layer_norm)
     )
