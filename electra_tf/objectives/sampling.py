@@ -53,4 +53,4 @@ def perturbed_logits(logits, seed, row_ids, temperature, shape):
 # surrounding step is not compiled; the argmax stays in TensorFlow, whose
 # reduction is faster on CPU. The hash is integer arithmetic, so the draws are
 # the same as unfused.
-_perturbed_logits = tf.function(perturbed_logits, jit_compile=True, reduce_retracing=True)
+_perturbed_logits = tf.function(perturbed_logits, jit_compile=True)

@@ -138,7 +138,7 @@ def _adamw_values(variable, gradient, momentum, velocity, learning_rate, step, c
     return momentum, velocity, decayed - momentum * alpha / (tf.sqrt(velocity) + epsilon)
 
 
-_fused_adamw = tf.function(_adamw_values, jit_compile=True, reduce_retracing=True)
+_fused_adamw = tf.function(_adamw_values, jit_compile=True)
 
 
 def create_optimizer(config, train_steps=None, learning_rate=None):
