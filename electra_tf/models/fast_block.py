@@ -14,8 +14,9 @@ Same variables and maths as `keras_hub.layers.TransformerEncoder.call` with
 - the element-wise work between the matmuls runs as XLA-fused loops from
   `fused_ops`, each with a hand-written gradient: bias + exact GELU; mask +
   softmax + dropout on the attention probabilities; bias + dropout + residual +
-  LayerNorm after each sub-layer. Dropout uses 16 random bits per element and
-  replica-aware seeds, so masks differ from Keras' own streams, at the same rates.
+  LayerNorm after each sub-layer. Dropout masks are a hash of a per-call key
+  and the element index, computed inside those loops (replica-aware keys), so
+  masks differ from Keras' own streams, at the same rates.
 
 Without dropout the results match the keras-hub call to float32 round-off
 (tests/models compare the two).
