@@ -29,11 +29,10 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf.objectives.random import mix32, row_keys
+from electra_tf.objectives.random import _GOLDEN, mix32, row_keys
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GOLDEN = 0x9E3779B1
 
 
 # ---------------------------------------------------------------- dropout
@@ -50,14 +49,14 @@ def fusable_dropout(layer):
 
 
 def dropout_plan(layer, training=None):
-    """(key, threshold, scale) for one dropout call, or None when it is the identity.
+    """(key, threshold, scale) for one dropout call; key None when it is the identity.
 
     key: uint32 scalar tensor, new for every call (from the layer's seed
     generator) and different on every replica; threshold: Python int, keep when
     hash >= threshold; scale: Python float 1 / (1 - rate).
     """
     if layer is None or not training or float(layer.rate) <= 0.0:
-        return None
+        return None, 0, 1.0
     if not fusable_dropout(layer):
         raise ValueError(f"dropout {layer.name!r} has a noise_shape or rate 1, which the hashed "
                          "dropout does not cover; call the Keras layer instead")
@@ -100,10 +99,9 @@ def dropout(layer, x, training=None):
     """
     if training and float(layer.rate) > 0.0 and not fusable_dropout(layer):
         return layer(x, training=training)
-    plan = dropout_plan(layer, training)
-    if plan is None:
+    key, threshold, scale = dropout_plan(layer, training)
+    if key is None:
         return x
-    key, threshold, scale = plan
 
     @tf.custom_gradient
     def fused(x):
@@ -220,7 +218,7 @@ def add_dropout_norm(y, residual, norm_layer, dropout_layer=None, bias=None, tra
     if not fusable_dropout(dropout_layer):
         y = y if bias is None else y + tf.cast(bias, y.dtype)
         return norm_layer(dropout(dropout_layer, y, training=training) + residual)
-    key, threshold, scale = dropout_plan(dropout_layer, training) or (None, 0, 1.0)
+    key, threshold, scale = dropout_plan(dropout_layer, training)
     epsilon = float(norm_layer.epsilon)
     gamma, beta = tf.convert_to_tensor(norm_layer.gamma), tf.convert_to_tensor(norm_layer.beta)
     with_bias = bias is not None
@@ -281,7 +279,7 @@ def attention_probs(scores, mask=None, dropout_layer=None, training=None, dtype=
         s = scores if mask is None else tf.where(mask, scores, tf.constant(-1e9, scores.dtype))
         probs = tf.cast(tf.nn.softmax(tf.cast(s, tf.float32), axis=-1), dtype)
         return dropout(dropout_layer, probs, training=training)
-    key, threshold, scale = dropout_plan(dropout_layer, training) or (None, 0, 1.0)
+    key, threshold, scale = dropout_plan(dropout_layer, training)
 
     @tf.custom_gradient
     def fused(scores):
