@@ -4,7 +4,8 @@
     bash scripts/setup_model_garden_peer.sh            # once: .venv-model-garden/
     python scripts/benchmark_pretrain.py --config small --seq 128 --batch 32 \
         --steps 5 --rounds 4 --json runs/bench_small.json
-    # options: --xla, --mixed_precision (bf16), --no_peer, --data_rss, --peak_only
+    # options: --xla, --mixed_precision (bf16), --no_peer, --data_rss, --peak_only,
+    #          --peak_n, --spec_peak_tflops
 
 For the chosen config, sequence length and global batch it reports the
 steady-state step time (median over rounds x steps timed steps, after
@@ -46,31 +47,39 @@ WORKER = REPO / "scripts" / "model_garden_step.py"
 
 
 # ------------------------------------------------------------------ peak
-def matmul_peak(n=4096, repeats=5, dtype=None):
-    """Best-of-`repeats` FLOP/s of one n x n x n `tf.linalg.matmul` (2 n^3 FLOPs)."""
+def matmul_peak(n=None, repeats=5, dtype=None):
+    """Best-of-`repeats` FLOP/s of one n x n x n `tf.linalg.matmul` (2 n^3 FLOPs).
+
+    n defaults to 4096 on CPU and 8192 on GPU, where 4096 is too small to fill the device."""
     import tensorflow as tf
 
-    gpu = bool(tf.config.list_physical_devices("GPU"))
+    gpus = tf.config.list_physical_devices("GPU")
+    gpu = bool(gpus)
     dtype = dtype or (tf.bfloat16 if gpu else tf.float32)
-    a = tf.random.normal([n, n], dtype=tf.float32)
-    b = tf.random.normal([n, n], dtype=tf.float32)
-    a, b = tf.cast(a, dtype), tf.cast(b, dtype)
-    mm = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.linalg.matmul(x, y)[:1, :1], tf.float32)))
-    mm(a, b).numpy()
+    n = n or (8192 if gpu else 4096)
+    # On GPU one product takes ~1 ms: time several on distinct inputs (no CSE) per call.
+    count = 8 if gpu else 1
+    lhs = [tf.cast(tf.random.normal([n, n], seed=i), dtype) for i in range(count)]
+    rhs = tf.cast(tf.random.normal([n, n], seed=count), dtype)
+    mm = tf.function(lambda xs, y: tf.add_n(
+        [tf.reduce_sum(tf.cast(tf.linalg.matmul(x, y)[:1, :1], tf.float32)) for x in xs]))
+    mm(lhs, rhs).numpy()
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        mm(a, b).numpy()
-        best = min(best, time.perf_counter() - t0)
+        mm(lhs, rhs).numpy()
+        best = min(best, (time.perf_counter() - t0) / count)
     return {"flops_per_s": 2 * n ** 3 / best, "n": n, "dtype": dtype.name,
-            "device": "GPU" if gpu else "CPU"}
+            "device": (tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+                       if gpu else "CPU")}
 
 
 # ------------------------------------------------------------------ workers
 class Worker:
     def __init__(self, side, python, spec, warmup):
         self.side = side
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
         self.proc = subprocess.Popen(
             [str(python), str(WORKER), "--side", side, "--spec", json.dumps(spec),
              "--warmup", str(warmup)],
@@ -211,6 +220,11 @@ def table(result):
             f"{row['flops_per_s_executed'] / 1e9:11.1f} "
             f"{100 * row.get('fraction_of_peak_executed', float('nan')):8.1f}% "
             f"{row['peak_rss_bytes'] / 2 ** 30:7.2f}")
+    for row in result["sides"]:
+        if "mfu_spec_reference" in row:
+            lines.append(f"{row['side']}: MFU vs the datasheet's {result['spec_peak_flops_per_s'] / 1e12:.0f} "
+                         f"TFLOP/s: {100 * row['mfu_spec_reference']:.1f}% ref, "
+                         f"{100 * row['mfu_spec_executed']:.1f}% exe")
     if "ratio_examples_per_s" in result:
         lines.append(f"ours / model_garden examples/s: {result['ratio_examples_per_s']:.2f}x")
     peak = result.get("matmul_peak")
@@ -246,11 +260,19 @@ def main(argv=None):
     parser.add_argument("--peer_python", default=str(DEFAULT_PEER_PYTHON))
     parser.add_argument("--no_peak", dest="peak", action="store_false")
     parser.add_argument("--peak_only", action="store_true")
+    parser.add_argument("--peak_n", type=int, default=None,
+                        help="matmul size for the peak (default 4096 on CPU, 8192 on GPU)")
+    parser.add_argument("--spec_peak_tflops", type=float, default=None,
+                        help="the device's datasheet peak (e.g. 989 for H100 SXM dense bf16): "
+                             "adds MFU against it")
     parser.add_argument("--data_rss", action="store_true", help="peak RSS of the data builder, 2 corpus sizes")
     parser.add_argument("--data_dir", default=None, help="work dir for --data_rss (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # On a GPU this process (the peak) and each worker share the device: without growth the first
+    # to start takes all of its memory and the others die of OOM. Inherited by the workers.
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
     from electra_tf.flops import electra_train_flops
 
@@ -271,7 +293,7 @@ def main(argv=None):
     }
     peaks = []
     if args.peak or args.peak_only:
-        peaks.append(matmul_peak())
+        peaks.append(matmul_peak(args.peak_n))
     if args.peak_only:
         print(json.dumps(peaks[0], indent=2))
         return
@@ -298,11 +320,11 @@ def main(argv=None):
             rss[w.side] = max(rss[w.side], out["peak_rss_bytes"])
             print(f"round {r} {w.side}: " + " ".join(f"{t:.2f}" for t in out["times"]), file=sys.stderr)
         if args.peak and r % 2 == 1:
-            peaks.append(matmul_peak(repeats=3))
+            peaks.append(matmul_peak(args.peak_n, repeats=3))
     for w in workers:
         rss[w.side] = max(rss[w.side], w.close()["peak_rss_bytes"])
     if args.peak:
-        peaks.append(matmul_peak())
+        peaks.append(matmul_peak(args.peak_n))
         result["matmul_peak"] = dict(peaks[0], flops_per_s=max(p["flops_per_s"] for p in peaks),
                                      median_flops_per_s=statistics.median(p["flops_per_s"] for p in peaks),
                                      samples=[p["flops_per_s"] for p in peaks])
@@ -310,6 +332,11 @@ def main(argv=None):
     for w in workers:
         result["sides"].append(summarise(w.side, times[w.side], w.info, rss[w.side], flops, peak,
                                          args.batch, args.seq))
+    if args.spec_peak_tflops:
+        result["spec_peak_flops_per_s"] = args.spec_peak_tflops * 1e12
+        for row in result["sides"]:
+            row["mfu_spec_reference"] = row["flops_per_s_reference"] / result["spec_peak_flops_per_s"]
+            row["mfu_spec_executed"] = row["flops_per_s_executed"] / result["spec_peak_flops_per_s"]
     by_side = {row["side"]: row for row in result["sides"]}
     if "ours" in by_side and "model_garden" in by_side:
         result["ratio_examples_per_s"] = (by_side["ours"]["examples_per_s"]
