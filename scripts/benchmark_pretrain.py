@@ -269,6 +269,9 @@ def main(argv=None):
     parser.add_argument("--data_dir", default=None, help="work dir for --data_rss (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
+    for name in ("peak_n", "spec_peak_tflops"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            parser.error(f"--{name}={getattr(args, name)} must be positive")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # On a GPU this process (the peak) and each worker share the device: without growth the first
     # to start takes all of its memory and the others die of OOM. Inherited by the workers.
