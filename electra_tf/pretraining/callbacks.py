@@ -307,7 +307,11 @@ class PretrainingCallback(keras.callbacks.Callback):
 
     Every `log_every` steps (optimizer steps, not fit's batch counter, so the
     numbering survives a resume): one stdout line and TensorBoard scalars of
-    every metric, the learning rate and examples/s. At the end of each Keras
+    every metric, the learning rate and examples/s. The train metrics are
+    windowed: each logged value covers the steps since the previous log line
+    (the model's metrics are reset after every log), not the whole Keras epoch,
+    so a change in the discriminator shows up within one `log_every` window and
+    the collapse detector sees it there. At the end of each Keras
     epoch (the run is cut into epochs that divide `save_every` and
     `eval_every`): evaluation when the step is a multiple of `eval_every` (or
     the last), then a checkpoint when it is a multiple of `save_every` (or the
@@ -401,6 +405,9 @@ class PretrainingCallback(keras.callbacks.Callback):
         if warning:
             self.print(warning)
         self._last_time, self._last_logged_step = now, step
+        # Start the next window: Keras would otherwise accumulate the metrics
+        # over the whole epoch (save_every steps), so the logged AUC would lag.
+        self.model.reset_metrics()
 
     def on_epoch_end(self, epoch, logs=None):
         if self.model.stop_training:

@@ -32,3 +32,42 @@ def test_no_warning_for_healthy_or_merely_weaker_runs():
         assert detector.update(step, _logs(auc, precision)) is None
     # MLM-only logs have no discriminator metrics.
     assert DiscriminatorCollapseDetector().update(100, {"loss": 3.0}) is None
+
+
+def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
+    """Each log line covers the steps since the previous one, not the Keras epoch."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.pretraining.callbacks import CheckpointManager, PretrainingCallback
+
+    class Counting(keras.Model):
+        # disc_auc is the mean of the optimizer step numbers 1, 2, 3, ... of the window.
+        def __init__(self):
+            super().__init__()
+            self.w = self.add_weight(shape=(), initializer="zeros", name="w")
+            self.auc = keras.metrics.Mean(name="disc_auc")
+
+        @property
+        def metrics(self):
+            return [self.auc]
+
+        def train_step(self, data):
+            self.optimizer.apply_gradients([(tf.constant(0.0), self.w)])
+            self.auc.update_state(tf.cast(self.optimizer.iterations, tf.float32))
+            return {"disc_auc": self.auc.result()}
+
+    model = Counting()
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    lines = []
+    callback = PretrainingCallback(CheckpointManager(str(tmp_path / "ckpt")), train_steps=12,
+                                   global_batch_size=1, save_every=12, eval_every=12,
+                                   log_every=4, print_fn=lines.append)
+    data = tf.data.Dataset.from_tensors(np.zeros((1,), np.float32)).repeat()
+    model.fit(data, steps_per_epoch=12, epochs=1, callbacks=[callback], verbose=0)
+    logged = [float(line.split("disc_auc=")[1].split()[0]) for line in lines
+              if line.startswith("step ")]
+    # Windows 1-4, 5-8, 9-12 (one Keras epoch of 12 steps): means 2.5, 6.5, 10.5;
+    # cumulative values would read 2.5, 4.5, 6.5.
+    np.testing.assert_allclose(logged, [2.5, 6.5, 10.5])
