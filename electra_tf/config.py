@@ -234,6 +234,15 @@ class ElectraConfig:
         values.update(changes)
         return type(self).from_dict(values)
 
+    def for_vocab(self, vocab_file: str) -> "ElectraConfig":
+        """A copy whose vocab_size is the number of tokens (lines) of `vocab_file`.
+
+        >>> cfg = ElectraConfig.from_json("configs/small.json").for_vocab("vocab.txt")  # doctest: +SKIP
+        """
+        from electra_tf.data.vocab import load_vocab  # pylint: disable=import-outside-toplevel
+
+        return self.replace(vocab_size=len(load_vocab(vocab_file)))
+
     def with_overrides(self, overrides) -> "ElectraConfig":
         """Applies `key=value` strings (values parsed as JSON, else kept as text)."""
         changes = {}

@@ -13,14 +13,11 @@ checkpoint. See docs/pretraining.md for every flag and the output layout.
 
 from __future__ import annotations
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from electra_tf.pretraining.run import PretrainOptions  # noqa: E402
+from electra_tf.pretraining.run import PretrainOptions
 
 
 def define_flags(fv=None):
@@ -105,5 +102,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from electra_tf.cli import run_absl
+
     define_flags()
-    app.run(main)
+    run_absl(main)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import List, Optional, Sequence
 
@@ -48,7 +49,11 @@ class Scorer:
     def __init__(self, model_dir: str, max_seq_length: Optional[int] = None, batch_size: int = 64):
         import tensorflow as tf
 
+        from electra_tf.paths import resolve_model_dir
+
         self.batch_size = int(batch_size)
+        # A pre-training run directory: its model is in <run>/pretrained/.
+        model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
         if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
             import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
@@ -67,8 +72,15 @@ class Scorer:
 
     def score(self, texts: Sequence[str]) -> List[TokenScores]:
         """Scores each text; see `TokenScores`."""
-        if isinstance(texts, str):
+        if isinstance(texts, (str, bytes)):
             raise TypeError("score() takes a list of strings; wrap a single text in a list")
+        if texts is None or not hasattr(texts, "__iter__"):
+            raise TypeError(f"score() takes a list of strings, not {type(texts).__name__}")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, (str, bytes)):
+                raise TypeError(f"score() takes a list of strings, but element {i} is "
+                                f"{type(text).__name__} {text!r:.50}; convert it to str first")
         out: List[TokenScores] = []
         for start in range(0, len(texts), self.batch_size):
             raw = self._raw(texts[start:start + self.batch_size])

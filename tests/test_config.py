@@ -99,3 +99,12 @@ def test_objective_is_set_by_override():
     assert (c.objective, c.two_stage_mlm_steps) == ("two_stage", 100)
     with pytest.raises(ConfigError, match="choose one of electra, mlm"):
         ElectraConfig().with_overrides(["objective=bert"])
+
+
+def test_for_vocab_takes_the_size_of_the_vocabulary(repo_root, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]))
+    small = ElectraConfig.from_json(str(repo_root / "configs" / "small.json"))
+    fitted = small.for_vocab(str(vocab))
+    assert fitted.vocab_size == 7 and small.vocab_size == 30522
+    assert fitted == small.replace(vocab_size=7)

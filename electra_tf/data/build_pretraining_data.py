@@ -32,8 +32,6 @@ from electra_tf.data.shard_writer import ShardTask, build_shard, init_worker
 from electra_tf.data.tokenizer import check_vocab, file_sha256, resolve_strip_accents
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 
 def default_max_line_bytes(max_seq_length: int) -> int:
     """Longest line kept whole: far more text than one example can hold."""
@@ -120,6 +118,35 @@ def _prepare_output_dir(output_dir: str) -> None:
             f"cannot write to --output_dir {output_dir!r} ({str(reason).splitlines()[0]}); "
             f"choose a writable directory"
         ) from None
+
+
+def _damaged_shards(manifest: Dict[str, Any], output_dir: str) -> Dict[int, str]:
+    """{index: why} of the manifest's shards that are missing, of another size or another sha256."""
+    damaged = {}
+    for i, shard in enumerate(manifest["shards"]):
+        path = mf.join(output_dir, shard["file"])
+        if not fs.exists(path):
+            damaged[i] = "missing"
+        elif fs.size(path) != shard["size"]:
+            damaged[i] = f"{fs.size(path)} bytes, manifest says {shard['size']}"
+        elif file_sha256(path) != shard["sha256"]:
+            damaged[i] = "sha256 differs from the manifest"
+    return damaged
+
+
+def _check_repair(manifest: Dict[str, Any], rebuilt: Dict[int, Dict[str, Any]], output_dir: str,
+                  log: Callable[[str], None]) -> Dict[str, Any]:
+    """The rebuilt shards must be the ones the manifest describes (the build is deterministic)."""
+    for i, stats in sorted(rebuilt.items()):
+        want = manifest["shards"][i]
+        if (stats["size"], stats["sha256"]) != (want["size"], want["sha256"]):
+            raise DataError(
+                f"rebuilt shard {mf.join(output_dir, want['file'])} differs from its manifest.json (the corpus "
+                f"files changed since the build?); rebuild everything with --overwrite"
+            )
+    log(f"repaired {len(rebuilt)} shard(s) of {output_dir}; the build is complete again "
+        f"({manifest['num_examples']} examples)")
+    return manifest
 
 
 def _tfds_plan(name: str, split: str, text_key: str, data_dir: Optional[str],
@@ -266,16 +293,22 @@ def build_pretraining_data(
             gfile.remove(mf.join(output_dir, mf.MANIFEST_NAME))
         fs.rmtree(work_dir)
     existing = mf.load_manifest(output_dir)
+    repair = None  # {index: why}: the finished build's missing or damaged shards, rebuilt in place
     if existing is not None:
-        if existing.get("settings") == settings and all(
-                gfile.exists(p) for p in mf.shard_files(existing, output_dir)):
-            log(f"{output_dir}: already complete ({existing['num_examples']} examples); nothing to do")
-            return existing
-        raise DataError(
-            f"--output_dir {output_dir!r} already holds a finished build with other settings "
-            f"({mf.describe_difference(existing.get('settings', {}), settings)}); "
-            f"choose a new --output_dir or pass --overwrite"
-        )
+        if existing.get("settings") == settings:
+            repair = _damaged_shards(existing, output_dir)
+            if not repair:
+                log(f"{output_dir}: already complete ({existing['num_examples']} examples); nothing to do")
+                return existing
+            log(f"repairing: {len(repair)} of {num_shards} shard(s) missing or damaged ("
+                + "; ".join(f"{existing['shards'][i]['file']}: {why}" for i, why in repair.items())
+                + "), rebuilding them")
+        else:
+            raise DataError(
+                f"--output_dir {output_dir!r} already holds a finished build with other settings "
+                f"({mf.describe_difference(existing.get('settings', {}), settings)}); "
+                f"choose a new --output_dir or pass --overwrite"
+            )
     previous = mf.read_json(plan_path)
     if previous is not None and previous.get("settings") != settings:
         raise DataError(
@@ -283,7 +316,7 @@ def build_pretraining_data(
             f"({mf.describe_difference(previous.get('settings', {}), settings)}); "
             f"re-run with the same settings to resume, or pass --overwrite"
         )
-    if previous is None and gfile.glob(mf.join(output_dir, mf.SHARD_GLOB)):
+    if previous is None and repair is None and gfile.glob(mf.join(output_dir, mf.SHARD_GLOB)):
         raise DataError(
             f"--output_dir {output_dir!r} already holds {mf.SHARD_PREFIX} files from an unknown build; "
             f"choose a new --output_dir or pass --overwrite"
@@ -310,18 +343,22 @@ def build_pretraining_data(
                                    **common))
         total_bytes = sum(sizes)
     fs.makedirs(work_dir)
-    mf.write_json_atomic(plan_path, {"build_id": build_id, "settings": settings})
+    if repair is None:
+        mf.write_json_atomic(plan_path, {"build_id": build_id, "settings": settings})
     _remove_temp_files(output_dir)
 
     done: Dict[int, Dict[str, Any]] = {}
-    for task in tasks:
-        final = mf.join(output_dir, mf.shard_name(task.index, num_shards))
-        stats = mf.read_json(mf.join(work_dir, f"shard-{task.index:05d}.json"))
-        if gfile.exists(final) and stats is not None:
-            done[task.index] = stats
-    todo = [t for t in tasks if t.index not in done]
-    if done:
-        log(f"resuming: {len(done)} of {num_shards} shards already complete, building {len(todo)}")
+    if repair is not None:
+        todo = [t for t in tasks if t.index in repair]
+    else:
+        for task in tasks:
+            final = mf.join(output_dir, mf.shard_name(task.index, num_shards))
+            stats = mf.read_json(mf.join(work_dir, f"shard-{task.index:05d}.json"))
+            if gfile.exists(final) and stats is not None:
+                done[task.index] = stats
+        todo = [t for t in tasks if t.index not in done]
+        if done:
+            log(f"resuming: {len(done)} of {num_shards} shards already complete, building {len(todo)}")
     if tfds_spec is None:
         todo_bytes = sum(e - s for t in todo for _, s, e in t.segments)
     else:
@@ -365,6 +402,10 @@ def build_pretraining_data(
         raise
     finally:
         init_worker({}, single_thread=False)
+
+    if repair is not None:
+        fs.rmtree(work_dir)
+        return _check_repair(existing, done, output_dir, log)
 
     shards = [done[i] for i in range(num_shards)]
     num_examples = sum(s["examples"] for s in shards)
@@ -485,7 +526,7 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    from absl import app
+    from electra_tf.cli import run_absl
 
     define_flags()
-    app.run(main)
+    run_absl(main)

@@ -21,8 +21,7 @@ from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, fi
 from electra_tf.data.errors import DataError
 from electra_tf.data.tokenizer import resolve_strip_accents
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from electra_tf.paths import output_dir_problem
 
 MAX_LINE_BYTES = 1 << 16
 
@@ -113,7 +112,11 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         raise DataError(f"corpus is empty: {len(files)} file(s) hold no non-blank line; "
                         f"pass files with one sentence or paragraph per line")
     out_dir = os.path.dirname(os.path.abspath(output)) if "://" not in output else None
-    if out_dir is not None and (not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK)):
+    if out_dir is not None and os.path.isdir(output):
+        raise DataError(f"cannot write --output {output!r}: it is a directory; pass the path of the file "
+                        f"to write, e.g. {os.path.join(output, 'vocab.txt')!r}")
+    # Not created here: the directory must exist and take a new file (a probe, removed).
+    if out_dir is not None and (not os.path.isdir(out_dir) or output_dir_problem(out_dir)):
         raise DataError(f"cannot write --output {output!r}: {out_dir!r} is not a writable directory; "
                         f"create it or choose another path")
 
@@ -148,9 +151,16 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
 
     tmp = output + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write("".join(t + "\n" for t in vocab))
-    tf.io.gfile.rename(tmp, output, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write("".join(t + "\n" for t in vocab))
+        tf.io.gfile.rename(tmp, output, overwrite=True)
+    except (OSError, tf.errors.OpError) as e:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        reason = str(getattr(e, "message", None) or e).strip().splitlines()[0]
+        raise DataError(f"cannot write --output {output!r} ({reason}); free disk space or choose "
+                        f"another path") from None
     log(f"wrote {output}: {len(vocab)} tokens (asked {vocab_size}) learned from {len(lines):,} lines "
         f"of {len(files)} file(s) in {time.time() - started:.1f}s")
     if len(vocab) < vocab_size:
@@ -193,7 +203,7 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    from absl import app
+    from electra_tf.cli import run_absl
 
     define_flags()
-    app.run(main)
+    run_absl(main)

@@ -114,14 +114,14 @@ def _check_sizes(files: Sequence[str], manifests: Dict[str, Dict[str, Any]]) -> 
             try:
                 actual = int(tf.io.gfile.stat(path).length)
             except tf.errors.NotFoundError:
-                raise CorruptShardError(f"shard {path} listed in its manifest is missing; re-run "
-                                        f"build_pretraining_data with the same flags to rebuild it",
-                                        path) from None
+                raise CorruptShardError(f"shard {path} listed in its manifest is missing; re-run the same "
+                                        f"python -m electra_tf.data.build_pretraining_data command to "
+                                        f"rebuild it", path) from None
             if actual != expected[path]:
                 raise CorruptShardError(
                     f"shard {path} is {actual} bytes but its manifest says {expected[path]}: it is "
-                    f"truncated or corrupted; delete it and re-run build_pretraining_data with the same "
-                    f"flags (and without the manifest) to rebuild it", path
+                    f"truncated or corrupted; re-run the same python -m electra_tf.data.build_pretraining_data "
+                    f"command to rebuild it", path
                 )
 
 

@@ -43,7 +43,13 @@ def main(argv=None) -> int:
     from electra_tf.data.vocab import VocabError
     from electra_tf.export import ExportError, build_module
     from electra_tf.models.saving import ModelDirError
+    from electra_tf.paths import output_dir_problem
 
+    problem = output_dir_problem(args.output)
+    if problem:
+        print(f"error: cannot write to --output '{args.output}' ({problem}); choose a writable directory",
+              file=sys.stderr)
+        return 2
     if os.path.exists(args.output) and os.listdir(args.output) and not args.overwrite:
         print(f"error: {args.output} exists and is not empty; pass --overwrite or a new version directory",
               file=sys.stderr)

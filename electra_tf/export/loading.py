@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from typing import Optional, Sequence
 
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
@@ -132,6 +133,10 @@ def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
                           f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
+    from electra_tf.paths import resolve_model_dir
+
+    # A pre-training run directory: its model is in <run>/pretrained/.
+    model_dir = resolve_model_dir(model_dir, "--model_dir", lambda line: print(line, file=sys.stderr, flush=True))
     if kind == DISCRIMINATOR:
         return discriminator_module(model_dir, max_seq_length, allow_untrained_head)
     if kind == CLASSIFIER:

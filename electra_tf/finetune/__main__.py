@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 FLAGS = flags.FLAGS
 
@@ -113,4 +113,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    from electra_tf.cli import run_absl
+
+    run_absl(main)

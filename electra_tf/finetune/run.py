@@ -129,6 +129,10 @@ def find_init_files(init: str, config_flag: Optional[str], vocab_flag: Optional[
     search_dir = None
     if init != "random":
         if os.path.isdir(init):
+            from electra_tf.paths import resolve_model_dir
+
+            # A pre-training run directory: its model is in <run>/pretrained/.
+            init = resolve_model_dir(init, "--init", lambda line: print(line, flush=True))
             search_dir = init
             for name in _INIT_FILES:
                 if os.path.isfile(os.path.join(init, name)):
@@ -600,6 +604,21 @@ def format_table(task: str, results: List[Dict], median: Dict[str, float],
     return "\n".join(out)
 
 
+def check_numbers(s: Settings) -> None:
+    """Refuses numeric settings that cannot train, before any work (one line each)."""
+    for name in ("batch_size", "eval_batch_size"):
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FinetuneError(f"--{name}={value} must be a positive integer")
+    for name in ("learning_rate", "epochs"):
+        value = getattr(s, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+            raise FinetuneError(f"--{name}={shown} must be a positive number")
+
+
 def run_task(s: Settings) -> Dict:
     """Resolves defaults, prepares data once, runs every seed, writes results.json.
 
@@ -616,6 +635,12 @@ def run_task(s: Settings) -> Dict:
         raise FinetuneError(f"unknown --task {s.task!r}; choose one of {', '.join(ALL_TASKS)}")
     if s.mixed_precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
         raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; use float32, mixed_float16 or mixed_bfloat16")
+    check_numbers(s)
+    from electra_tf.paths import output_dir_problem
+
+    problem = output_dir_problem(s.output_dir)
+    if problem:
+        raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
     weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
     cfg = ElectraConfig.from_json(config_path)
     ref = reference_hparams(cfg.model_size, s.task)

@@ -178,6 +178,19 @@ def _manifest_of(data_dir: str, flag: str):
     return manifest
 
 
+def _run_vocab_size(model_dir: str) -> Optional[int]:
+    """The config vocab_size of the run already in model_dir (None: no run there)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(model_dir, RUN_FILE)
+    try:
+        if not tf.io.gfile.exists(path):
+            return None
+        return ((_read_json(path).get("settings") or {}).get("config") or {}).get("vocab_size")
+    except (ValueError, AttributeError, tf.errors.OpError):
+        return None  # an unreadable run.json is reported where it is read
+
+
 def _summary_line(values: dict, keys=("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc",
                                       "disc_accuracy")) -> str:
     return ", ".join(f"{k}={values[k]:.4f}" for k in keys if k in values)
@@ -236,6 +249,12 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     if not model_dir:
         _fail("--model_dir is required with --data_dir (where checkpoints and the model go)")
     remote = "://" in model_dir
+    if not remote:
+        from electra_tf.paths import output_dir_problem  # pylint: disable=import-outside-toplevel
+
+        problem = output_dir_problem(model_dir)
+        if problem:
+            _fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
 
     # Data flags (checked before the strategy: no op runs here).
     vocab_file = opts.vocab_file
@@ -254,6 +273,13 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         if want and _sha256(vocab_file) != want:
             _fail(f"--vocab_file {vocab_file} is not the vocabulary the shards in {data_dir} were built "
                   f"with (sha256 differs from their manifest.json); pass that vocab.txt")
+        overridden = any(o.split("=", 1)[0].strip() == "vocab_size" for o in opts.overrides)
+        if (vocab_size and vocab_size != config.vocab_size and not overridden
+                and _run_vocab_size(model_dir) != config.vocab_size):
+            # The model's vocabulary is the one the shards were built with (a run
+            # started with the config's vocab_size keeps it, so it resumes).
+            log(f"vocab_size set to {vocab_size} from {vocab_file} (config said {config.vocab_size})")
+            config = config.for_vocab(vocab_file)
         if vocab_size and vocab_size > config.vocab_size:
             _fail(f"--vocab_file has {vocab_size} tokens but the config has vocab_size={config.vocab_size}; "
                   f"add --override vocab_size={vocab_size}")

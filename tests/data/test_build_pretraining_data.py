@@ -191,6 +191,63 @@ def test_resume_builds_only_missing_shards(env, tmp_path, monkeypatch):
     assert built == [] and "already complete" in logs[0]
 
 
+def test_rerun_repairs_missing_truncated_and_corrupted_shards(env, tmp_path, repo_root):
+    """The same command over a finished build with damaged shards rebuilds just those, in place."""
+    import shutil
+
+    from electra_tf.data.errors import DataError
+    from electra_tf.data.reader import pretraining_dataset
+    from electra_tf.config import ElectraConfig
+
+    out = tmp_path / "shards"
+    shutil.copytree(env["out"], out)
+    args = (str(out), str(env["vocab"]), [str(env["brown"]), str(env["wiki"])])
+    kw = dict(max_seq_length=SEQ, num_shards=3, seed=7, progress=False)
+    paths = shard_paths(out, 3)
+    cfg = ElectraConfig.from_json(str(repo_root / "configs" / "tiny.json")).replace(
+        max_seq_length=SEQ, vocab_size=2000)
+    paths[1].write_bytes(paths[1].read_bytes()[:1000])            # truncated (a partial copy)
+    with pytest.raises(DataError, match=f"shard {paths[1]} is 1000 bytes but its manifest says "
+                                        f"[0-9]+: it is truncated or corrupted; re-run the same python -m "
+                                        f"electra_tf.data.build_pretraining_data command to rebuild it"):
+        pretraining_dataset(str(out), cfg)
+    paths[0].unlink()                                             # missing
+    with pytest.raises(DataError, match=f"shard {paths[0]} listed in its manifest is missing; re-run the "
+                                        f"same python -m electra_tf.data.build_pretraining_data command"):
+        pretraining_dataset(str(out), cfg)
+    data = bytearray(paths[2].read_bytes())
+    data[len(data) // 2] ^= 0xFF                                  # corrupted, same size
+    paths[2].write_bytes(bytes(data))
+
+    logs = []
+    manifest = bpd.build_pretraining_data(*args, log=logs.append, **kw)
+    assert logs[0] == (f"repairing: 3 of 3 shard(s) missing or damaged ({shard_name(0, 3)}: missing; "
+                       f"{shard_name(1, 3)}: 1000 bytes, manifest says {env['manifest']['shards'][1]['size']}; "
+                       f"{shard_name(2, 3)}: sha256 differs from the manifest), rebuilding them")
+    assert logs[-1].startswith(f"repaired 3 shard(s) of {out}; the build is complete again")
+    assert digests(out, 3) == digests(env["out"], 3)
+    assert manifest == env["manifest"] == json.loads((out / MANIFEST_NAME).read_text())
+    assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [shard_name(i, 3) for i in range(3)]
+    logs.clear()
+    bpd.build_pretraining_data(*args, log=logs.append, **kw)
+    assert len(logs) == 1 and "already complete" in logs[0]
+
+    # A corpus edited since the build (same size) cannot give the manifest's shard back.
+    corpus = tmp_path / "brown.txt"
+    shutil.copy(env["brown"], corpus)
+    built = tmp_path / "built"
+    bpd.build_pretraining_data(str(built), str(env["vocab"]), [str(corpus)], max_seq_length=SEQ,
+                               num_shards=1, progress=False, log=lambda _: None)
+    corpus.write_text(corpus.read_text().replace(" the ", " xyz ", 5))  # same size, other tokens
+    (built / shard_name(0, 1)).unlink()
+    with pytest.raises(DataError, match=f"rebuilt shard {built / shard_name(0, 1)} differs from its manifest.json "
+                                        f"\\(the corpus files changed since the build\\?\\); rebuild everything "
+                                        f"with --overwrite"):
+        bpd.build_pretraining_data(str(built), str(env["vocab"]), [str(corpus)], max_seq_length=SEQ,
+                                   num_shards=1, progress=False, log=lambda _: None)
+    assert not (built / WORK_DIR).exists()
+
+
 def test_bert_layout_vocab_is_accepted(env, tmp_path):
     """The BERT uncased layout: [PAD]=0, [unused*], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103."""
     base = word_vocab([env["brown"].read_text()], 700)[5:]

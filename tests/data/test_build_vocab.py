@@ -71,3 +71,23 @@ def test_fit_size_drops_rare_pieces_not_characters():
     vocab = reserved + ["a", "b", "ab", "ba", "abab", "##a", "##b"]
     assert _fit_size(vocab, 10, reserved) == reserved + ["a", "b", "ab", "##a", "##b"]
     assert _fit_size(vocab, 50, reserved) == vocab
+
+
+def test_write_failure_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    import os
+
+    import tensorflow as tf
+
+    from electra_tf.data.errors import DataError
+
+    brown = corpus_slice("brown.txt", 2, tmp_path / "brown2.txt")
+
+    def full_disk(*_, **__):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tf.io.gfile, "rename", full_disk)
+    out = tmp_path / "vocab.txt"
+    with pytest.raises(DataError, match=f"cannot write --output '{out}' \\(.*No space left on device\\); "
+                                        f"free disk space or choose another path"):
+        build_vocab([str(brown)], 200, str(out), sample_lines=200, log=lambda _: None)
+    assert sorted(os.listdir(tmp_path)) == ["brown2.txt"]

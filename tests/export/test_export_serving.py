@@ -165,6 +165,20 @@ def test_scoring_api_matches_saved_model(saved, model_dir):
         Scorer(saved).score("a single string")
 
 
+def test_scorer_refuses_what_is_not_a_list_of_strings(saved):
+    from electra_tf.scoring import Scorer
+
+    scorer = Scorer(saved)
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but element 0 is int 1; "
+                                        r"convert it to str first$"):
+        scorer.score([1, 2])
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but element 1 is int 3; "):
+        scorer.score(["ok", 3])
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, not NoneType$"):
+        scorer.score(None)
+    assert scorer.score([]) == [] and len(scorer.score(("a tuple works",))) == 1
+
+
 @pytest.fixture(scope="module")
 def classifier_dir(model_dir, tmp_path_factory):
     from electra_tf.finetune.tasks import ClassifierModel, build_and_call

@@ -295,9 +295,9 @@ def _(c):
 
 
 @entry("pretrain-truncated-shard", P, "a shard cut short (partial copy, full disk)",
-       "error: shard <path> is <n> bytes but its manifest says <m>: it is truncated or corrupted; delete it and "
-       "re-run build_pretraining_data with the same flags (and without the manifest) to rebuild it; or pass "
-       "--skip_corrupt_shards to train without it", 1)
+       "error: shard <path> is <n> bytes but its manifest says <m>: it is truncated or corrupted; re-run the same "
+       "python -m electra_tf.data.build_pretraining_data command to rebuild it; or pass --skip_corrupt_shards to "
+       "train without it", 1)
 def _(c):
     copy = c.tmp / "shards"
     shutil.copytree(c.job["data_dir"], copy)
@@ -374,6 +374,14 @@ def _(c):
     if tf.config.list_physical_devices("GPU"):
         pytest.skip("this machine has a GPU")
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--strategy", "gpu"), absent=[c.tmp / "run"])
+
+
+@entry("pretrain-model-dir-not-writable", P, "--model_dir under a file (or a file, or /proc/x)",
+       "error: cannot write to --model_dir '<path>' (<reason>); choose a writable directory", 1)
+def _(c):
+    blocker = c.tmp / "a_file"
+    blocker.write_text("x")
+    return c.pretrain(_job_args(c.job)(blocker / "run"), absent=[blocker / "run"])
 
 
 # =========================================================================== data tools
@@ -460,6 +468,17 @@ def _(c):
 def _(c):
     return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output={c.tmp / 'no_dir' / 'v.txt'}",
                       absent=[c.tmp / "no_dir"])
+
+
+@entry("vocab-output-is-a-directory", V, "--output naming an existing directory",
+       "error: cannot write --output '<path>': it is a directory; pass the path of the file to write, e.g. "
+       "'<path>/vocab.txt'", 1)
+def _(c):
+    out = c.tmp / "vocab_dir"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output={out}", unchanged=out,
+                      absent=[c.tmp / "vocab_dir.tmp"])
 
 
 # =========================================================================== finetune
@@ -550,6 +569,28 @@ def _(c):
     return c.finetune([])
 
 
+@entry("finetune-output-not-writable", F, "--output_dir that is a file (or under one, or /proc/x)",
+       "error: cannot write to --output_dir '<path>' (<reason>); choose a writable directory", 2)
+def _(c):
+    blocker = c.tmp / "a_file"
+    blocker.write_text("x")
+    return c.finetune(c.finetune_base(blocker / "ft"), absent=[blocker / "ft"])
+
+
+@entry("finetune-nonpositive-batch-size", F, "--batch_size 0",
+       "error: --batch_size=0 must be a positive integer", 2)
+def _(c):
+    out = c.tmp / "ft"
+    return c.finetune(c.finetune_base(out, **{"--batch_size": "0"}), absent=[out])
+
+
+@entry("finetune-nonpositive-number", F, "--learning_rate -1 (or --epochs 0)",
+       "error: --learning_rate=-1 must be a positive number", 2)
+def _(c):
+    out = c.tmp / "ft"
+    return c.finetune(c.finetune_base(out, **{"--learning_rate": "-1"}), absent=[out])
+
+
 # =========================================================================== export / convert
 E = "python -m electra_tf.export"
 C = "python -m electra_tf.convert"
@@ -597,6 +638,14 @@ def _(c):
 def _(c):
     return c.export(["--model_dir", c.model_dir(), "--output", c.tmp / "sm", "--kind", "classifier"],
                     absent=[c.tmp / "sm"])
+
+
+@entry("export-output-not-writable", E, "--output that is a file (or under one, or /proc/x/1)",
+       "error: cannot write to --output '<path>' (<reason>); choose a writable directory", 2)
+def _(c):
+    blocker = c.tmp / "a_file"
+    blocker.write_text("x")
+    return c.export(["--model_dir", c.model_dir(), "--output", blocker / "1"], absent=[blocker / "1"])
 
 
 @entry("convert-hf-without-weights", C, "--from hf on a directory without model.safetensors",
@@ -705,6 +754,66 @@ def test_catalogue(entry_id, tmp_path, job_data, capsys, shared):
         assert not Path(path).exists(), f"{path} was left behind"
     if outcome.unchanged is not None:
         assert outcome.before and snapshot(outcome.unchanged) == outcome.before
+
+
+PROC = Path("/proc")
+BAD_OUTPUTS = ["proc", "file", "under-file"]
+
+
+def _bad_output(c, kind: str) -> Path:
+    if kind == "proc":
+        if not PROC.is_dir():
+            pytest.skip("no /proc on this system")
+        return PROC / "electra_tf_test" / "out"
+    blocker = c.tmp / "a_file"
+    blocker.write_text("x")
+    return blocker if kind == "file" else blocker / "out"
+
+
+@pytest.mark.parametrize("kind", BAD_OUTPUTS)
+@pytest.mark.parametrize("tool", ["pretrain", "finetune", "export", "build_vocab"])
+def test_output_paths_are_checked_before_any_work(tool, kind, tmp_path, job_data, capsys, shared):
+    """/proc/..., a file, a path under a file: one line naming the flag, the exit code, nothing left."""
+    c = Ctx(tmp_path, job_data, capsys, shared)
+    bad = _bad_output(c, kind)
+    c.sst2_model_files()  # inputs made first: only outputs are compared below
+    before = sorted(p.name for p in tmp_path.iterdir())
+    if tool == "pretrain":
+        outcome, flag = c.pretrain(_job_args(c.job)(bad)), "--model_dir"
+    elif tool == "finetune":
+        outcome, flag = c.finetune(c.finetune_base(bad)), "--output_dir"
+    elif tool == "export":
+        outcome, flag = c.export(["--model_dir", c.model_dir(), "--output", bad]), "--output"
+    else:
+        # /proc/vocab.txt, an existing directory, a path under a file
+        target = {"proc": PROC / "vocab.txt", "file": tmp_path, "under-file": bad / "vocab.txt"}[kind]
+        corpus = c.corpus()
+        before = sorted(p.name for p in tmp_path.iterdir())
+        outcome = c.data_cli("build_vocab", f"--corpus={corpus}", f"--output={target}")
+        assert outcome.code == 1 and len(outcome.lines) == 1, outcome.lines
+        assert outcome.lines[0].startswith(f"error: cannot write --output '{target}': "), outcome.lines
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # no <dir>.tmp left behind
+        return
+    assert outcome.code == (1 if tool == "pretrain" else 2), outcome.lines
+    assert len(outcome.lines) == 1, outcome.lines
+    assert outcome.lines[0].startswith(f"error: cannot write to {flag} '{bad}' ("), outcome.lines
+    assert outcome.lines[0].endswith("); choose a writable directory"), outcome.lines
+    assert not (bad.exists() and bad.is_dir()) and not (PROC / "electra_tf_test").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch_size", "0"], "error: --batch_size=0 must be a positive integer"),
+    (["--learning_rate", "-1"], "error: --learning_rate=-1 must be a positive number"),
+    (["--learning_rate=-1"], "error: --learning_rate=-1 must be a positive number"),
+    (["--epochs", "0"], "error: --epochs=0 must be a positive number"),
+])
+def test_finetune_numbers_are_checked_before_any_work(flags, message, tmp_path, job_data, capsys, shared):
+    c = Ctx(tmp_path, job_data, capsys, shared)
+    out = tmp_path / "ft"
+    outcome = c.finetune(c.finetune_base(out) + flags)
+    assert (outcome.code, outcome.lines) == (2, [message])
+    assert not out.exists()
 
 
 def _doc_rows():

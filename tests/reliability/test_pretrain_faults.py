@@ -288,6 +288,7 @@ def test_truncated_shard_is_refused_before_anything_is_written(tmp_path, job_arg
     assert code == 1 and len(err) == 1, err
     manifest = json.loads((victim.parent / "manifest.json").read_text())
     assert err[0].startswith(f"error: shard {victim} is {victim.stat().st_size} bytes but its manifest "
-                             f"says {manifest['shards'][0]['size']}: it is truncated or corrupted; delete it")
+                             f"says {manifest['shards'][0]['size']}: it is truncated or corrupted; re-run the same "
+                             f"python -m electra_tf.data.build_pretraining_data command")
     assert err[0].endswith("; or pass --skip_corrupt_shards to train without it")
     assert not model_dir.exists()

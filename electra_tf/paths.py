@@ -1,0 +1,80 @@
+"""Path checks shared by the command-line tools (no TensorFlow import).
+
+    problem = output_dir_problem("runs/small")       # None: it can be created and written
+    model_dir = resolve_model_dir("runs/small", "--init", print)  # -> runs/small/pretrained
+
+`output_dir_problem` lets every tool refuse an output path it could not write
+(a file, a path under a file, /proc, a read-only place) with one line, before
+any work starts and without leaving anything behind. `resolve_model_dir` lets
+the tools that read a model accept a pre-training run directory as well as the
+model directory inside it (`<run>/pretrained/`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable, Optional
+
+# Files that make a directory a model directory (ours, a classifier, a SavedModel).
+MODEL_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras",
+               "classifier.weights.h5", "saved_model.pb")
+RUN_MODEL_SUBDIR = "pretrained"  # where a pre-training run writes its model
+
+
+def output_dir_problem(path: str) -> Optional[str]:
+    """Why `path` cannot be a directory this process creates (if missing) and writes into.
+
+    Returns None when it can. Missing directories are created to prove it, then
+    removed again, as is the probe file: nothing is left behind. Remote paths
+    (gs://...) are not checked here.
+    """
+    if "://" in path:
+        return None
+    target = os.path.abspath(path)
+    if os.path.exists(target) and not os.path.isdir(target):
+        return "it is a file"
+    missing = []
+    existing = target
+    while not os.path.exists(existing):
+        missing.append(existing)
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"'{existing}' is a file"
+    created = []
+    try:
+        for directory in reversed(missing):
+            os.mkdir(directory)
+            created.append(directory)
+        fd, probe = tempfile.mkstemp(prefix=".write_test", dir=target)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        where = f": '{e.filename}'" if e.filename else ""
+        return f"{e.strerror or type(e).__name__}{where}"
+    finally:
+        for directory in reversed(created):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+    return None
+
+
+def has_model_files(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in MODEL_FILES)
+
+
+def resolve_model_dir(path: str, flag: str, log: Optional[Callable[[str], None]] = None) -> str:
+    """`path`, or `path/pretrained` when `path` is a pre-training run directory.
+
+    A directory with no model file of its own whose `pretrained/` subdirectory
+    has one is a run directory: its model is used, and `log` gets one line
+    saying so.
+    """
+    inner = os.path.join(path, RUN_MODEL_SUBDIR)
+    if os.path.isdir(path) and not has_model_files(path) and os.path.isdir(inner) and has_model_files(inner):
+        if log is not None:
+            log(f"{flag} {path} is a pre-training run directory: using its model in {inner}")
+        return inner
+    return path
