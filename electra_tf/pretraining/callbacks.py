@@ -297,8 +297,9 @@ class DiscriminatorCollapseDetector:
             self.warned = True
             return (f"warning: step {step}: the discriminator collapsed to the prior (disc_auc "
                     f"{auc:.3f} after {self.best[0]:.3f} at step {self.best[1]}; it predicts no "
-                    f"replaced token); such runs did not recover here: restart with a lower "
-                    f"learning_rate or a longer num_warmup_steps (docs/pretraining.md)")
+                    f"replaced token); such runs did not recover here: restart with "
+                    f"--override temperature=2 (samples the discriminator can still tell apart "
+                    f"while it learns context; docs/pretraining.md)")
         return None
 
 

@@ -31,6 +31,7 @@ DEFAULT_MODEL_DIR = os.path.join("runs", "default")
 DEMO_TRAIN_STEPS = 300
 DEMO_BATCH_SIZE = 32
 DEMO_VOCAB_SIZE = 2000
+DEMO_VOCAB_MIN_COUNT = 2  # a 13k-word corpus: words seen twice become whole pieces
 DEMO_EVAL_DOCS = 4  # the last documents of the sample corpus are held out
 
 # Files inside <model_dir>.
@@ -153,7 +154,8 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     if not os.path.isfile(vocab_file):
         log(f"embedded default: learning a WordPiece vocab from {SAMPLE_CORPUS} "
             f"({num_docs - DEMO_EVAL_DOCS} of {num_docs} documents; the last {DEMO_EVAL_DOCS} are held out)")
-        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, sample_lines=0, log=log)
+        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, sample_lines=0,
+                    min_count=DEMO_VOCAB_MIN_COUNT, log=log)
     data_dir = os.path.join(model_dir, "data", "train")
     eval_dir = os.path.join(model_dir, "data", "eval")
     for directory, text, shards in ((data_dir, train_txt, 2), (eval_dir, eval_txt, 1)):

@@ -6,6 +6,7 @@ from data_helpers import corpus_slice
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data.build_vocab import _fit_size, build_vocab, sample_corpus_lines
 from electra_tf.data.vocab import load_vocab, special_token_ids
+from electra_tf.data.errors import DataError
 
 SIZE = 500
 
@@ -91,3 +92,17 @@ def test_write_failure_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch
                                         f"free disk space or choose another path"):
         build_vocab([str(brown)], 200, str(out), sample_lines=200, log=lambda _: None)
     assert sorted(os.listdir(tmp_path)) == ["brown2.txt"]
+
+
+def test_min_count_lets_a_small_corpus_reach_the_vocab_size(tmp_path, repo_root):
+    # The sample corpus (13k words): the learner's default threshold (10 occurrences)
+    # stops far below the asked size and spells most words letter by letter.
+    corpus = [str(repo_root / "data" / "sample_corpus.txt")]
+    default = build_vocab(corpus, 2000, str(tmp_path / "v10.txt"), sample_lines=0, log=lambda _: None)
+    small = build_vocab(corpus, 2000, str(tmp_path / "v2.txt"), sample_lines=0, min_count=2,
+                        log=lambda _: None)
+    assert len(default) < 1000 and len(small) > 1500
+    # "bread" occurs 7 times: a whole piece only with min_count 2.
+    assert "bread" in small and "bread" not in default
+    with pytest.raises(DataError, match="min_count"):
+        build_vocab(corpus, 2000, str(tmp_path / "v0.txt"), min_count=0, log=lambda _: None)

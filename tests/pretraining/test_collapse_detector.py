@@ -15,7 +15,7 @@ def test_warns_once_when_a_learned_discriminator_falls_back_to_the_prior():
     assert detector.update(200, _logs(0.81, 0.31)) is None
     warning = detector.update(300, _logs(0.54, 0.0))
     assert warning.startswith("warning: step 300: the discriminator collapsed to the prior")
-    assert "0.540 after 0.810 at step 200" in warning and "learning_rate" in warning
+    assert "0.540 after 0.810 at step 200" in warning and "temperature=2" in warning
     assert detector.update(400, _logs(0.53, 0.0)) is None  # once
 
 
