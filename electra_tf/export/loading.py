@@ -31,7 +31,7 @@ class ExportError(ValueError):
 
 def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Sequence[str], task: str,
                     pair: bool, max_seq_length: int, regression: bool = False,
-                    two_layer_head: bool = False) -> str:
+                    two_layer_head: bool = False, pooling: str = "cls") -> str:
     """Writes a fine-tuned `ClassifierModel` so `export --kind classifier` can serve it.
 
     Args:
@@ -45,6 +45,7 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
       max_seq_length: the fine-tuning sequence length.
       regression: one output score instead of classes.
       two_layer_head: the head was built with two_layer_head=True.
+      pooling: the head's pooling ("cls" or "mean").
     """
     from keras.src.saving import saving_lib
 
@@ -58,6 +59,7 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
     os.replace(tmp, os.path.join(output_dir, CLASSIFIER_WEIGHTS))
     meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
             "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),
+            "pooling": pooling,
             "max_seq_length": int(max_seq_length), "do_lower_case": bool(config.do_lower_case)}
     with open(os.path.join(output_dir, CLASSIFIER_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, sort_keys=True)
@@ -111,7 +113,8 @@ def load_classifier(model_dir: str):
         meta = json.load(f)
     config = ElectraConfig.from_json(os.path.join(model_dir, "config.json"))
     model = ClassifierModel(build_encoder(config), meta["num_outputs"], meta["regression"],
-                            config.hidden_dropout_prob, config.initializer_range, meta["two_layer_head"])
+                            config.hidden_dropout_prob, config.initializer_range, meta["two_layer_head"],
+                            pooling=meta.get("pooling", "cls"))
     build_and_call(model, meta["max_seq_length"])
     try:
         saving_lib.load_weights_only(model, weights)

@@ -23,7 +23,7 @@ def _init(stddev):
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ClassificationHead(keras.layers.Layer):
-    """Sentence(-pair) classification or regression from the [CLS] vector.
+    """Sentence(-pair) classification or regression from the [CLS] vector or the token mean.
 
     Args:
       num_outputs: number of classes (1 for regression).
@@ -31,11 +31,21 @@ class ClassificationHead(keras.layers.Layer):
       initializer_range: stddev of the truncated-normal initializer.
       two_layer: use the Hugging Face two-layer head.
       hidden_dim: width of the first layer of the two-layer head.
+      pooling: "cls" (the reference: the final [CLS] vector) or "mean" (the mean of
+        the final vectors of the real tokens). Pre-training never trains the [CLS]
+        position to carry the sentence (the discriminator learns that it is
+        never replaced), so small pre-trained encoders start fine-tuning with a
+        near-constant [CLS] vector; the token mean uses what they did learn.
     """
 
+    POOLINGS = ("cls", "mean")
+
     def __init__(self, num_outputs, dropout=0.1, initializer_range=0.02, two_layer=False,
-                 hidden_dim=None, **kwargs):
+                 hidden_dim=None, pooling="cls", **kwargs):
         super().__init__(**kwargs)
+        if pooling not in self.POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: use one of {', '.join(self.POOLINGS)}")
+        self.pooling = pooling
         self.num_outputs = num_outputs
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
@@ -61,8 +71,16 @@ class ClassificationHead(keras.layers.Layer):
         self.out.build((None, width))
         self.built = True
 
-    def call(self, sequence_output, training=None):
-        x = self.dropout(sequence_output[:, 0], training=training)
+    def call(self, sequence_output, input_mask=None, training=None):
+        if self.pooling == "mean":
+            if input_mask is None:
+                raise ValueError("pooling='mean' needs the input_mask")
+            weights = ops.cast(input_mask, sequence_output.dtype)[:, :, None]
+            pooled = ops.sum(sequence_output * weights, axis=1) / ops.maximum(
+                ops.sum(weights, axis=1), 1.0)
+        else:
+            pooled = sequence_output[:, 0]
+        x = self.dropout(pooled, training=training)
         if self.dense is not None:
             x = self.dropout2(self.dense(x), training=training)
         return self.out(x)
@@ -71,7 +89,7 @@ class ClassificationHead(keras.layers.Layer):
         config = super().get_config()
         config.update(num_outputs=self.num_outputs, dropout=self.dropout_rate,
                       initializer_range=self.initializer_range, two_layer=self.two_layer,
-                      hidden_dim=self.hidden_dim)
+                      hidden_dim=self.hidden_dim, pooling=self.pooling)
         return config
 
 

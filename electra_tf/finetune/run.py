@@ -73,6 +73,7 @@ class Settings:
     max_eval_examples: Optional[int] = None
     max_steps: Optional[int] = None
     two_layer_head: bool = False
+    pooling: str = "cls"  # classifier input: the [CLS] vector (reference) or "mean" of the tokens
     double_unordered: bool = True
     tagging_scheme: str = "BIO"
     doc_stride: int = 128
@@ -405,7 +406,8 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
         if task in glue.GLUE_TASKS:
             t = glue.GLUE_TASKS[task]
             model = ClassifierModel(encoder, t.num_labels, t.is_regression, cfg.hidden_dropout_prob,
-                                    cfg.initializer_range, s.two_layer_head, name=f"electra_{task}")
+                                    cfg.initializer_range, s.two_layer_head, pooling=s.pooling,
+                                    name=f"electra_{task}")
         elif task in SQUAD_TASKS:
             model = SquadModel(encoder, SQUAD_TASKS[task], beam_size=s.n_best_size,
                                initializer_range=cfg.initializer_range, name=f"electra_{task}")
@@ -464,7 +466,8 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
         t = glue.GLUE_TASKS[task]
         save_classifier(seed_dir, model, cfg, tokenizer.vocab_file, t.labels, task,
                         pair=t.text_b is not None, max_seq_length=s.max_seq_length,
-                        regression=t.is_regression, two_layer_head=s.two_layer_head)
+                        regression=t.is_regression, two_layer_head=s.two_layer_head,
+                        pooling=s.pooling)
     with open(os.path.join(seed_dir, "lr_multipliers.json"), "w") as f:
         json.dump(mult, f, indent=1)
     if start_step:

@@ -32,18 +32,21 @@ class ClassifierModel(keras.Model):
       dropout: head dropout.
       initializer_range: head initializer stddev.
       two_layer_head: Hugging Face two-layer head instead of the reference one.
+      pooling: "cls" (reference) or "mean" (see `ClassificationHead`).
     """
 
     def __init__(self, encoder, num_outputs, regression=False, dropout=0.1,
-                 initializer_range=0.02, two_layer_head=False, **kwargs):
+                 initializer_range=0.02, two_layer_head=False, pooling="cls", **kwargs):
         super().__init__(**kwargs)
         self.encoder = encoder
         self.regression = regression
         self.head = ClassificationHead(num_outputs, dropout, initializer_range, two_layer_head,
-                                       hidden_dim=encoder.hidden_dim, name="task_head")
+                                       hidden_dim=encoder.hidden_dim, pooling=pooling,
+                                       name="task_head")
 
     def call(self, inputs, training=None):
-        x = self.head(self.encoder(_inputs(inputs), training=training), training=training)
+        x = self.head(self.encoder(_inputs(inputs), training=training),
+                      input_mask=inputs["input_mask"], training=training)
         x = ops.cast(x, "float32")
         return ops.squeeze(x, -1) if self.regression else x
 

@@ -22,6 +22,27 @@ def test_classification_head_uses_cls_only():
     assert two(x).shape == (2, 1) and len(two.trainable_variables) == 4
 
 
+def test_classification_head_mean_pooling_averages_the_real_tokens():
+    from electra_tf.finetune.heads import ClassificationHead
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], "int32")
+    head = ClassificationHead(2, dropout=0.0, pooling="mean")
+    y = head(x, input_mask=mask, training=False).numpy()
+    kernel, bias = (v.numpy() for v in head.out.weights)
+    pooled = np.stack([x[0, :3].mean(0), x[1].mean(0)])  # padding left out
+    np.testing.assert_allclose(y, pooled @ kernel + bias, rtol=1e-5, atol=1e-6)
+    x2 = x.copy()
+    x2[0, 3:] = 100.0  # padded positions do not matter
+    np.testing.assert_allclose(head(x2, input_mask=mask, training=False).numpy(), y, rtol=1e-6)
+    assert head.get_config()["pooling"] == "mean"
+    with pytest.raises(ValueError, match="pooling"):
+        ClassificationHead(2, pooling="max")
+    with pytest.raises(ValueError, match="input_mask"):
+        head(x, training=False)
+
+
 def test_span_head_end_conditioned_on_start_and_beams():
     from electra_tf.finetune.heads import SpanHead
 
