@@ -68,9 +68,9 @@ def train_rate(data_dir: Path, cfg, vocab: Path, batch: int, steps: int):
         model = ElectraPretrainer(cfg, special_token_ids(str(vocab)))
         model.compile(optimizer=create_optimizer(cfg))
         ds = pretraining_dataset(str(data_dir), cfg, batch)
-        model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)  # trace + first steps
+        model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0, shuffle=False)  # trace + first steps
         start = time.time()
-        model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
+        model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
         return steps * batch / (time.time() - start)
     except Exception as e:  # another team's module may be mid-change  # pylint: disable=broad-except
         print(f"note: training-step measurement skipped ({type(e).__name__}: {e})", file=sys.stderr)

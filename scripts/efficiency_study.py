@@ -365,9 +365,9 @@ def time_steps(args) -> Dict:
         cfg = config.replace(objective=objective, two_stage_mlm_steps=k)
         model = ElectraPretrainer(cfg, SpecialTokenIds(0, 1, 2, 3, 4))
         model.compile(optimizer=create_optimizer(cfg))
-        model.fit(data, epochs=1, steps_per_epoch=3, verbose=0)  # compile + warm-up
+        model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, shuffle=False)  # compile + warm-up
         wall, cpu = time.time(), time.process_time()
-        model.fit(data, epochs=1, steps_per_epoch=args.time_steps, verbose=0)
+        model.fit(data, epochs=1, steps_per_epoch=args.time_steps, verbose=0, shuffle=False)
         times[label] = {"wall_ms": 1000 * (time.time() - wall) / args.time_steps,
                         "cpu_ms": 1000 * (time.process_time() - cpu) / args.time_steps}
         _log(f"{label}: {times[label]['wall_ms']:.0f} ms/step wall, "

@@ -40,7 +40,7 @@ def main():
     data = pretraining_dataset(args.data_dir, config, config.train_batch_size)
     start = time.time()
     history = model.fit(data, epochs=args.steps // args.steps_per_epoch,
-                        steps_per_epoch=args.steps_per_epoch, verbose=2)
+                        steps_per_epoch=args.steps_per_epoch, verbose=2, shuffle=False)
     seconds = time.time() - start
     saving.save_pretrained(args.model_dir, model, args.vocab_file)
     with open(os.path.join(args.model_dir, "pretrain_history.json"), "w") as f:

@@ -21,7 +21,8 @@ fi
 
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip
-# Pins: the versions measured in /work/shared/TOOLCHAIN.md.
+# Pins: tf-models-official 2.20 requires tensorflow~=2.20 and Keras 2 (tf_keras), so it
+# cannot share a venv with TF 2.21; these versions install and import together.
 "$VENV/bin/pip" install --quiet \
   "tf-models-official==2.20.0" \
   "tensorflow==2.20.*" \

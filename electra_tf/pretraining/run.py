@@ -466,7 +466,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         try:
             if start_step < full_epochs * epoch_steps:
                 model.fit(train_data, epochs=full_epochs, initial_epoch=start_epoch,
-                          steps_per_epoch=epoch_steps, callbacks=callbacks, verbose=verbose)
+                          steps_per_epoch=epoch_steps, callbacks=callbacks, verbose=verbose, shuffle=False)
             done = int(optimizer.iterations.numpy())
             # The tail (train_steps not a multiple of the epoch), and steps that fp16
             # loss scaling skipped (non-finite gradients do not advance the counter).
@@ -474,7 +474,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                 if done >= train_steps or model.stop_training:
                     break
                 model.fit(train_data, epochs=1, steps_per_epoch=train_steps - done,
-                          callbacks=callbacks, verbose=verbose)
+                          callbacks=callbacks, verbose=verbose, shuffle=False)
                 done = int(optimizer.iterations.numpy())
         except CheckpointError as e:
             _fail(str(e))
@@ -533,7 +533,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                 f"({summary['examples_per_second']:.1f} examples/s after the first step), "
                 f"{summary['total_seconds']:.1f}s in all")
             if callback.last_train:
-                log(f"  final train metrics (last {epoch_steps}-step window): {_summary_line(callback.last_train)}")
+                log(f"  final train metrics (last {log_every}-step window): {_summary_line(callback.last_train)}")
             if callback.last_eval:
                 log(f"  held-out eval ({eval_dir}): {_summary_line(callback.last_eval)}")
             log(f"  model (fine-tune with --init):  {final_dir}/  "

@@ -15,7 +15,7 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def shared_data_dir() -> Path:
-    """/work/shared/data, found next to the repository checkout."""
+    """The shared data folder, ../shared/data next to the repository checkout."""
     path = REPO_ROOT.parent / "shared" / "data"
     if not path.is_dir():
         raise FileNotFoundError(f"shared data not found at {path}")

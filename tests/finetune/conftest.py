@@ -4,8 +4,6 @@ import os
 
 import pytest
 
-SST2_DIR = "/work/shared/data/glue/SST-2"
-
 # Words chosen so that the handmade SQuAD/tagging examples tokenize predictably.
 _WORDS = """the a an of in on to and was is born john smith leader 1895 1943 ( ) - . , ?
 what year who where when did went store man bought milk gallon paris france capital city
@@ -24,6 +22,12 @@ def write_vocab(path, extra=()):
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def sst2_dir(shared_data):
+    """The GLUE SST-2 folder (train.tsv, dev.tsv) in the shared data beside the checkout."""
+    return str(shared_data / "glue" / "SST-2")
 
 
 @pytest.fixture(scope="session")

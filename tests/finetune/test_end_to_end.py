@@ -11,17 +11,16 @@ import pytest
 
 from finetune.conftest import write_vocab
 
-SST2_DIR = "/work/shared/data/glue/SST-2"
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
 @pytest.fixture(scope="module")
-def sst2_model_files(tmp_path_factory):
+def sst2_model_files(tmp_path_factory, sst2_dir):
     """A vocabulary of the commonest SST-2 words and the tiny config sized to it."""
     from electra_tf.config import ElectraConfig
 
     d = tmp_path_factory.mktemp("sst2model")
-    with open(os.path.join(SST2_DIR, "train.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(sst2_dir, "train.tsv"), encoding="utf-8") as f:
         rows = f.read().splitlines()[1:2001]
     counts = collections.Counter(w for r in rows for w in r.split("\t")[0].split())
     vocab = write_vocab(str(d / "vocab.txt"), [w for w, _ in counts.most_common(800)])
@@ -36,10 +35,10 @@ def _cli(args, timeout=300):
                           text=True, timeout=timeout, cwd=ROOT)
 
 
-def test_sst2_cli_two_seeds(sst2_model_files, tmp_path):
+def test_sst2_cli_two_seeds(sst2_model_files, sst2_dir, tmp_path):
     out_dir = str(tmp_path / "out")
     r = _cli(["--task", "sst2", "--init", "random", "--config", f"{sst2_model_files}/config.json",
-              "--vocab_file", f"{sst2_model_files}/vocab.txt", "--data_dir", SST2_DIR,
+              "--vocab_file", f"{sst2_model_files}/vocab.txt", "--data_dir", sst2_dir,
               "--output_dir", out_dir, "--seeds", "1,2", "--max_train_examples", "200",
               "--max_eval_examples", "120", "--max_seq_length", "48", "--epochs", "1",
               "--learning_rate", "1e-3"])
@@ -66,9 +65,9 @@ def test_sst2_cli_two_seeds(sst2_model_files, tmp_path):
     (["--task", "sst2", "--data_dir", "/tmp"], "pass the GLUE task directory as --data_dir"),
     (["--task", "sst2", "--seeds", "1,x"], "--seeds '1,x' must be comma-separated integers"),
 ])
-def test_cli_bad_inputs(sst2_model_files, tmp_path, args, message):
+def test_cli_bad_inputs(sst2_model_files, sst2_dir, tmp_path, args, message):
     base = {"--task": "sst2", "--init": "random", "--config": f"{sst2_model_files}/config.json",
-            "--vocab_file": f"{sst2_model_files}/vocab.txt", "--data_dir": SST2_DIR,
+            "--vocab_file": f"{sst2_model_files}/vocab.txt", "--data_dir": sst2_dir,
             "--output_dir": str(tmp_path / "o")}
     for k, v in zip(args[::2], args[1::2]):
         base[k] = v

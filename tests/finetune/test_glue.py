@@ -5,7 +5,6 @@ import os
 import pytest
 
 from electra_tf.finetune import glue
-SST2_DIR = "/work/shared/data/glue/SST-2"
 
 ROWS = {
     # task: (file name, header, row) in the layout GLUE distributes
@@ -47,16 +46,16 @@ def _write(tmp_path, name, header, rows):
     return str(path)
 
 
-def test_real_sst2_files():
+def test_real_sst2_files(sst2_dir):
     task = glue.get_task("SST-2")
-    train = glue.load_glue(task, SST2_DIR, "train")
-    dev = glue.load_glue(task, SST2_DIR, "dev")
+    train = glue.load_glue(task, sst2_dir, "train")
+    dev = glue.load_glue(task, sst2_dir, "dev")
     assert len(train) == 67349 and len(dev) == 872
     assert sum(e.label == "1" for e in dev) == 444
     assert sum(e.label == "1" for e in train) == 37569
     assert dev[0].text_b is None and dev[0].text_a.startswith("it 's a charming")
     # the GLUE root works too, and max_examples cuts
-    root = os.path.dirname(SST2_DIR)
+    root = os.path.dirname(sst2_dir)
     assert len(glue.load_glue(task, root, "train", max_examples=200)) == 200
 
 

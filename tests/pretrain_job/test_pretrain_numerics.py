@@ -38,8 +38,8 @@ def test_gradient_accumulation_equals_large_batch(repo_root):
     accum = ElectraPretrainer(cfg, SPECIAL, grad_accum_steps=4)  # 4 micro-batches of 2
     accum.compile(optimizer=create_optimizer(cfg))
     accum.set_weights(weights)
-    h_large = large.fit(data, steps_per_epoch=1, verbose=0).history
-    h_accum = accum.fit(data, steps_per_epoch=1, verbose=0).history
+    h_large = large.fit(data, steps_per_epoch=1, verbose=0, shuffle=False).history
+    h_accum = accum.fit(data, steps_per_epoch=1, verbose=0, shuffle=False).history
     for name in ("loss", "mlm_loss", "disc_loss", "mlm_accuracy", "disc_auc"):
         assert h_accum[name][0] == pytest.approx(h_large[name][0], rel=1e-5, abs=1e-6), name
     moved = 0
@@ -55,7 +55,8 @@ def test_grad_accum_must_divide_the_batch(repo_root):
     model = ElectraPretrainer(cfg, SPECIAL, grad_accum_steps=3)
     model.compile(optimizer=create_optimizer(cfg))
     with pytest.raises(ValueError, match="not divisible by grad_accum_steps=3"):
-        model.fit(tf.data.Dataset.from_tensors(_batch()).repeat(), steps_per_epoch=1, verbose=0)
+        model.fit(tf.data.Dataset.from_tensors(_batch()).repeat(), steps_per_epoch=1, verbose=0,
+                  shuffle=False)
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
@@ -79,7 +80,7 @@ def test_mixed_precision_losses_finite_and_gradients_nonzero(repo_root, policy):
         norms = [float(tf.norm(tf.cast(tf.convert_to_tensor(g), tf.float32))) for g in grads]
         assert all(np.isfinite(norms)) and sum(n > 0 for n in norms) > len(norms) * 0.9
         history = model.fit(tf.data.Dataset.from_tensors(batch).repeat(), steps_per_epoch=2,
-                            verbose=0).history
+                            verbose=0, shuffle=False).history
         assert np.isfinite(history["loss"]).all()
         if policy == "mixed_float16":
             # Loss scaling inside train_step: the first steps overflow fp16 at the

@@ -65,7 +65,7 @@ def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
                                    global_batch_size=1, save_every=12, eval_every=12,
                                    log_every=4, print_fn=lines.append)
     data = tf.data.Dataset.from_tensors(np.zeros((1,), np.float32)).repeat()
-    model.fit(data, steps_per_epoch=12, epochs=1, callbacks=[callback], verbose=0)
+    model.fit(data, steps_per_epoch=12, epochs=1, callbacks=[callback], verbose=0, shuffle=False)
     logged = [float(line.split("disc_auc=")[1].split()[0]) for line in lines
               if line.startswith("step ")]
     # Windows 1-4, 5-8, 9-12 (one Keras epoch of 12 steps): means 2.5, 6.5, 10.5;

@@ -232,7 +232,7 @@ def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm(
     start = snapshot()
     out = _forward(model, _batch(), 0)
     assert float(out["disc_loss"]) == 0.0 and float(out["loss"]) == float(out["mlm_loss"])
-    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0, shuffle=False)
     after_mlm = snapshot()
     # Steps 0 and 1 trained only the MLM (full-size encoder + its head).
     assert all(len(v) for v in start.values())
@@ -250,7 +250,7 @@ def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm(
     ref = _forward(electra, _batch(), 2)
     for key in ("loss", "mlm_loss", "disc_loss", "disc_logits"):
         np.testing.assert_allclose(out[key].numpy(), ref[key].numpy(), rtol=1e-5, atol=1e-6)
-    history = model.fit(data, steps_per_epoch=1, epochs=1, verbose=0).history
+    history = model.fit(data, steps_per_epoch=1, epochs=1, verbose=0, shuffle=False).history
     assert changed(after_mlm, snapshot())["generator"] and changed(after_mlm, snapshot())["disc_head"]
     assert history["disc_loss"][0] > 0
 
@@ -325,8 +325,8 @@ def test_mirrored_step_equals_single_device_step(objective, mirrored_strategy):
                     else _model(objective))
     mirrored.set_weights(weights)
     data = tf.data.Dataset.from_tensor_slices(_batch(rows=16)).repeat().batch(8, drop_remainder=True)
-    a = single.fit(data, epochs=2, steps_per_epoch=1, verbose=0).history
-    b = mirrored.fit(data, epochs=2, steps_per_epoch=1, verbose=0).history
+    a = single.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
+    b = mirrored.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
     assert set(a) == set(metric_names(objective))
     for name in ("loss", "mlm_loss"):
         np.testing.assert_allclose(b[name], a[name], rtol=1e-5)
