@@ -281,7 +281,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             # The model's vocabulary is the one the shards were built with (a run
             # started with the config's vocab_size keeps it, so it resumes).
             log(f"vocab_size set to {vocab_size} from {vocab_file} (config said {config.vocab_size})")
-            config = config.for_vocab(vocab_file)
+            config = config.replace(vocab_size=vocab_size)  # counted above; no second read
         if vocab_size and vocab_size > config.vocab_size:
             _fail(f"--vocab_file has {vocab_size} tokens but the config has vocab_size={config.vocab_size}; "
                   f"add --override vocab_size={vocab_size}")
@@ -323,9 +323,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         if chief and not remote:
             os.makedirs(model_dir, exist_ok=True)
         data_dir, eval_dir, vocab_file = prepare_embedded_default(model_dir, config, log)
-        from electra_tf.data.vocab import load_vocab  # pylint: disable=import-outside-toplevel
-
-        config = config.replace(vocab_size=len(load_vocab(vocab_file)))
+        config = config.for_vocab(vocab_file)
         settings["config"] = config.to_dict()
 
     if previous is not None:
