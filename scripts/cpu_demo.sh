@@ -9,6 +9,8 @@
 # CORPUS_DIR defaults to ../shared/data/corpus (brown.txt, wikitext2.valid.txt,
 # wikitext2.test.txt); OUT_DIR to runs/cpu_demo. The last 8 articles of wikitext2.test.txt are
 # held out for evaluation. Results: OUT_DIR/run/ (pretrained/, summary.json, TensorBoard).
+# EXTRA_CORPUS (environment, comma-separated text files) adds in-domain text to the vocabulary
+# and the training shards, e.g. the unlabelled sentences of a task's training set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,12 +40,13 @@ EOF
 fi
 
 # 2. WordPiece vocabulary (7,812 pieces for vocab_size 8000; ~2-4 minutes).
-[ -f "$out/vocab.txt" ] || python -m electra_tf.data.build_vocab --corpus "$corpus/*.txt" \
+extra=${EXTRA_CORPUS:+,$EXTRA_CORPUS}
+[ -f "$out/vocab.txt" ] || python -m electra_tf.data.build_vocab --corpus "$corpus/*.txt$extra" \
     --vocab_size 8000 --sample_lines 0 --output "$out/vocab.txt"
 
-# 3. Shards: 21,333 training sequences of 64 tokens, 207 held out (a re-run repairs or skips).
+# 3. Shards: 21,333 training sequences (without EXTRA_CORPUS) of 64 tokens, 207 held out (a re-run repairs or skips).
 python -m electra_tf.data.build_pretraining_data \
-    --corpus "$corpus/brown.txt,$corpus/wikitext2.valid.txt,$out/wt_test_train.txt" \
+    --corpus "$corpus/brown.txt,$corpus/wikitext2.valid.txt,$out/wt_test_train.txt$extra" \
     --vocab_file "$out/vocab.txt" --output_dir "$out/shards" --max_seq_length 64 --num_shards 4 \
     --noprogress
 python -m electra_tf.data.build_pretraining_data --corpus "$out/heldout.txt" \

@@ -646,6 +646,9 @@ def run_task(s: Settings) -> Dict:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
     weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
     cfg = ElectraConfig.from_json(config_path)
+    if s.init == "random":
+        # A random encoder is built for the vocabulary it is given, as pre-training does.
+        cfg = cfg.for_vocab(vocab_path)
     ref = reference_hparams(cfg.model_size, s.task)
     for key in ("learning_rate", "layerwise_lr_decay", "epochs", "max_seq_length"):
         if getattr(s, key) is None:
