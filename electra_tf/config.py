@@ -19,8 +19,10 @@ import math
 import os
 from typing import Any, Optional
 
+from electra_tf.errors import ElectraError
 
-class ConfigError(ValueError):
+
+class ConfigError(ElectraError, ValueError):
     """A config file or override that cannot describe a valid ELECTRA model."""
 
 
@@ -29,13 +31,17 @@ class ConfigError(ValueError):
 # the one to fine-tune (always the full-size encoder, saved as
 # discriminator.weights.h5).
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
-              "adversarial")
+              "adversarial", "electric")
 # Objectives whose full-size network is trained as a masked LM and has no
 # replaced-token head (in two_stage only its first phase).
 MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
 # Objectives that use the small generator network.
 GENERATOR_OBJECTIVES = ("electra", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
-                        "adversarial")
+                        "adversarial", "electric")
+# How the generator and the full-size network share embeddings (field
+# `embedding_sharing`; docs/pretraining.md): one layer, none, or DeBERTa-v3's
+# gradient-disentangled sharing.
+EMBEDDING_SHARING = ("shared", "none", "gdes")
 
 
 @dataclasses.dataclass
@@ -62,6 +68,8 @@ class ElectraConfig:
     generator_hidden_size: float = 0.25  # width multiplier (paper: 1/4 small, 1/3 base)
     generator_layers: float = 1.0  # depth multiplier
     untied_generator_embeddings: bool = False  # reference: share the embeddings
+    # shared | none | gdes; `untied_generator_embeddings=true` is the legacy spelling of none.
+    embedding_sharing: str = "shared"
 
     # --- objective ---------------------------------------------------------
     objective: str = "electra"
@@ -94,6 +102,11 @@ class ElectraConfig:
     do_lower_case: bool = True
 
     seed: int = 0
+
+    # --- kernels -------------------------------------------------------------
+    # The encoder blocks' fused call path (models/transformer_block.py): same
+    # variables and maths as the plain Keras path, faster on CPU and GPU.
+    fused_kernels: bool = True
 
     # ------------------------------------------------------------------------
     def __post_init__(self):
@@ -190,6 +203,19 @@ class ElectraConfig:
             fail("two_stage_mlm_steps", self.two_stage_mlm_steps,
                  "objective two_stage needs the number of MLM steps before the switch to "
                  "electra (e.g. --override two_stage_mlm_steps=1000)")
+        if self.embedding_sharing not in EMBEDDING_SHARING:
+            fail("embedding_sharing", self.embedding_sharing,
+                 f"choose one of {', '.join(EMBEDDING_SHARING)}")
+        # The legacy flag and the mode must agree; either spelling of `none` sets both.
+        if self.untied_generator_embeddings and self.embedding_sharing == "gdes":
+            fail("untied_generator_embeddings", True,
+                 "it contradicts embedding_sharing=gdes; drop untied_generator_embeddings")
+        if self.untied_generator_embeddings or self.embedding_sharing == "none":
+            self.untied_generator_embeddings, self.embedding_sharing = True, "none"
+        if self.embedding_sharing == "gdes" and self.objective not in GENERATOR_OBJECTIVES:
+            fail("embedding_sharing", "gdes",
+                 f"objective {self.objective!r} has no generator to share with; use "
+                 f"one of {', '.join(GENERATOR_OBJECTIVES)}")
         if self.hidden_act not in ("gelu", "gelu_approximate"):
             fail("hidden_act", self.hidden_act, "use 'gelu' (exact) or 'gelu_approximate'")
 

@@ -237,6 +237,10 @@ def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = No
       dense -> gelu -> dense(1) on every token).
     - two_stage: mlm for steps < `two_stage_mlm_steps`, electra after; pass
       `step`, or use `total_train_flops`.
+    - electric: electra's networks, with the generator's softmax on every
+      position (the noise log-probabilities of every token, output_frac 1).
+    - embedding_sharing=gdes adds, once per step, the V x E additions that
+      merge stop_gradient(E_gen) + E_delta (counted in "discriminator").
 
     Args:
         config: an `ElectraConfig`.
@@ -248,7 +252,17 @@ def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = No
     Returns a dict with "generator", "discriminator" (the full-size network,
     whatever its head), "total" and "attention" FLOPs per step.
     """
-    objective = _phase_objective(config, step)
+    flops = _objective_flops(config, _phase_objective(config, step), batch_size, seq_length,
+                             convention)
+    if config.embedding_sharing == "gdes":
+        merge = config.vocab_size * config.embedding_size
+        flops = dict(flops, discriminator=flops["discriminator"] + merge,
+                     total=flops["total"] + merge)
+    return flops
+
+
+def _objective_flops(config, objective, batch_size, seq_length, convention):
+    """`train_flops_per_step` of one objective (a phase of two_stage), without GDES."""
     if objective in ("electra", "electra_15", "adversarial"):
         return electra_train_flops(config, batch_size, seq_length, convention)
     if convention not in CONVENTIONS:
@@ -256,6 +270,13 @@ def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = No
     seq = int(seq_length or config.max_seq_length)
     factor = 2 if convention == "reference" else 3
     disc, gen = _shapes(config, seq, convention == "executed")
+    if objective == "electric":
+        gen = dataclasses.replace(gen, output_frac=1.0)
+        d = factor * batch_size * disc.forward_flops(discriminator=True)
+        g = factor * batch_size * gen.forward_flops(discriminator=False)
+        attention = factor * batch_size * seq * seq * 4 * (
+            disc.layers * disc.hidden + gen.layers * gen.hidden)
+        return {"generator": g, "discriminator": d, "total": g + d, "attention": attention}
     if objective == "all_tokens_mlm":
         full = dataclasses.replace(disc, output_frac=1.0)
         per_seq = full.forward_flops(discriminator=False) + full.discriminator_head_flops()

@@ -22,6 +22,14 @@ MODEL_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.
 RUN_MODEL_SUBDIR = "pretrained"  # where a pre-training run writes its model
 
 
+def is_remote(path: str) -> bool:
+    """True for a URL (gs://, s3://, hdfs://, ...), which only tf.io.gfile can open.
+
+    The one place that decides it; data/fs.py and every tool ask here.
+    """
+    return "://" in path
+
+
 def output_dir_problem(path: str) -> Optional[str]:
     """Why `path` cannot be a directory this process creates (if missing) and writes into.
 
@@ -29,7 +37,7 @@ def output_dir_problem(path: str) -> Optional[str]:
     removed again, as is the probe file: nothing is left behind. Remote paths
     (gs://...) are not checked here.
     """
-    if "://" in path:
+    if is_remote(path):
         return None
     target = os.path.abspath(path)
     if os.path.exists(target) and not os.path.isdir(target):

@@ -74,6 +74,7 @@ def parse_args(argv) -> PretrainOptions:
 
 
 def run_cli(opts: PretrainOptions) -> int:
+    from electra_tf.cli import report_error, report_interrupted  # pylint: disable=import-outside-toplevel
     from electra_tf.config import ConfigError  # pylint: disable=import-outside-toplevel
     from electra_tf.data.errors import DataError  # pylint: disable=import-outside-toplevel
     from electra_tf.data.vocab import VocabError  # pylint: disable=import-outside-toplevel
@@ -84,20 +85,17 @@ def run_cli(opts: PretrainOptions) -> int:
     try:
         run_pretraining(opts)
     except (PretrainError, ConfigError, DataError, VocabError, ModelDirError, StrategyError) as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 1
+        return report_error(str(e))
     except KeyboardInterrupt:
-        print("interrupted: re-run the same command to resume from the last checkpoint",
-              file=sys.stderr, flush=True)
-        return 130
+        return report_interrupted("re-run the same command to resume from the last checkpoint")
     return 0
 
 
 def main(argv):
+    from electra_tf.cli import exit_with_error  # pylint: disable=import-outside-toplevel
+
     if len(argv) > 1:
-        print(f"error: unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag "
-              f"(see --help)", file=sys.stderr)
-        sys.exit(1)
+        exit_with_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
     sys.exit(run_cli(options_from_flags()))
 
 

@@ -18,6 +18,8 @@ import logging
 import os
 from typing import List, Optional, Sequence
 
+from electra_tf.config import ElectraConfig
+
 
 @dataclasses.dataclass
 class TokenScores:
@@ -28,11 +30,15 @@ class TokenScores:
       probabilities: P(replaced) of each piece, same length as `tokens`.
       sentence_score: mean of `probabilities` (0.0 for an empty text).
       truncated: the text was longer than max_seq_length - 2 pieces.
+      energies: for a model pre-trained with objective=electric, the energy
+        E(x)_t of each piece (the head's logit; higher = less plausible in
+        context), same length as `tokens`; None for other models.
     """
     tokens: List[str]
     probabilities: List[float]
     sentence_score: float
     truncated: bool
+    energies: Optional[List[float]] = None
 
 
 class Scorer:
@@ -54,6 +60,12 @@ class Scorer:
         self.batch_size = int(batch_size)
         # A pre-training run directory: its model is in <run>/pretrained/.
         model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
+        # ELECTRIC's head output is an energy: report it next to the probabilities
+        # (config.json says which objective trained the model, when it is there).
+        config_path = os.path.join(model_dir, "config.json")
+        self.energies = False
+        if os.path.isfile(config_path):
+            self.energies = ElectraConfig.from_json(config_path).objective == "electric"
         if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
             import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
@@ -90,7 +102,10 @@ class Scorer:
                     tokens=[t.decode("utf-8") for t in raw["tokens"][i][keep]],
                     probabilities=[float(p) for p in raw["replaced_probs"][i][keep]],
                     sentence_score=float(raw["sentence_score"][i]),
-                    truncated=bool(raw["truncated"][i])))
+                    truncated=bool(raw["truncated"][i]),
+                    # The serving outputs' replaced logits are E(x)_t for ELECTRIC.
+                    energies=([float(e) for e in raw["replaced_logits"][i][keep]]
+                              if self.energies else None)))
         return out
 
 

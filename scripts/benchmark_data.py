@@ -1,139 +1,207 @@
-"""Benchmarks the data pipeline: builder tokens/s (1 and 2 processes) and reader
-examples/s, against what one pre-training step of the tiny and small configs
-consumes.
+"""Benchmarks data preparation at corpus scale: vocabulary learning, and the shard builder with
+1 and 2 processes, beside google-research/electra's builder when it is set up.
 
-    python scripts/benchmark_data.py --out_dir /tmp/electra_bench --json bench.json
+    python scripts/benchmark_data.py --out_dir /tmp/electra_data_bench
+    bash scripts/setup_reference_builder.sh   # once, to add the reference builder's row
 
-The builder runs as the CLI in a subprocess (wall time includes the ~3 s TF
-import, as in the reference measurement in TOOLCHAIN.md) on the full Brown +
-both WikiText-2 files, seq 128.
+Corpora (written by scripts/make_big_corpus.py into --out_dir unless they exist): the shared
+corpus repeated in shuffled document order, --size_mb MB (default 100) as a directory of
+--num_files files (the layout the reference builder reads and parallelises over), and a
+--small_mb corpus (default 10) to show that peak memory does not grow with the corpus.
+
+Every tool runs as its command line in a subprocess, so times include start-up (the
+TensorFlow import); CPU seconds and peak RSS come from the child's resource usage (os.wait4:
+the largest single process of the tree, workers included). The load average is recorded
+beside every row: on a shared machine the wall times depend on it.
+
+Rows: vocabulary (--vocab_size pieces from --vocab_lines sampled lines of the large corpus),
+builder with 1 and 2 processes on the large corpus, builder with 2 processes on the small one,
+reference builder (if set up) on the large corpus. Results go to --json (default
+out_dir/bench.json) and a Markdown table to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "data" / "corpus"
-FILES = [CORPUS / "brown.txt", CORPUS / "wikitext2.valid.txt", CORPUS / "wikitext2.test.txt"]
+REFERENCE = REPO / ".reference" / "electra" / "build_pretraining_dataset.py"
 
 
-def run_builder(vocab: Path, out: Path, processes: int, seq: int, shards: int) -> dict:
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "electra_tf.data.build_pretraining_data",
-           "--corpus=" + ",".join(map(str, FILES)), f"--vocab_file={vocab}", f"--output_dir={out}",
-           f"--max_seq_length={seq}", f"--num_shards={shards}", f"--num_processes={processes}",
-           "--noprogress"]
-    start = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
-    wall = time.time() - start
-    if proc.returncode:
-        raise SystemExit(f"builder failed: {proc.stderr.strip().splitlines()[-1]}")
-    manifest = json.loads((out / "manifest.json").read_text())
-    return {
-        "processes": processes, "wall_s": round(wall, 2), "build_s": manifest["build_seconds"],
-        "corpus_tokens": manifest["num_corpus_tokens"], "written_tokens": manifest["num_tokens"],
-        "examples": manifest["num_examples"],
-        "corpus_tokens_per_s_wall": round(manifest["num_corpus_tokens"] / wall),
-        "corpus_tokens_per_s_build": round(manifest["num_corpus_tokens"] / manifest["build_seconds"]),
-    }
-
-
-def reader_rate(data_dir: Path, cfg, batch: int, steps: int) -> float:
-    from electra_tf.data.reader import pretraining_dataset
-
-    it = iter(pretraining_dataset(str(data_dir), cfg, batch))
-    for _ in range(5):  # fill the shuffle buffer / warm up
-        next(it)
-    start = time.time()
-    for _ in range(steps):
-        next(it)
-    return steps * batch / (time.time() - start)
-
-
-def train_rate(data_dir: Path, cfg, vocab: Path, batch: int, steps: int):
-    """Examples/s of ElectraPretrainer.fit on these shards (None if unavailable)."""
+def cpu_name() -> str:
     try:
-        from electra_tf.data.reader import pretraining_dataset
-        from electra_tf.data.vocab import special_token_ids
-        from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
-        model = ElectraPretrainer(cfg, special_token_ids(str(vocab)))
-        model.compile(optimizer=create_optimizer(cfg))
-        ds = pretraining_dataset(str(data_dir), cfg, batch)
-        model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0, shuffle=False)  # trace + first steps
-        start = time.time()
-        model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
-        return steps * batch / (time.time() - start)
-    except Exception as e:  # another team's module may be mid-change  # pylint: disable=broad-except
-        print(f"note: training-step measurement skipped ({type(e).__name__}: {e})", file=sys.stderr)
-        return None
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def run(cmd: List[str], log_path: Path, cwd: Path = REPO) -> dict:
+    """Runs `cmd`; wall seconds, CPU seconds and peak RSS (MiB) of its process tree."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    load_before = load()
+    start = time.time()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.time() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        tail = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"error: {' '.join(cmd[:4])} ... failed ({proc.returncode}): " + " | ".join(tail))
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # KiB on Linux
+            "load_before": load_before, "load_after": load()}
+
+
+def ensure_corpus(path: Path, size_mb: float, num_files: int, seed: int) -> Path:
+    if not path.exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_big_corpus.py"), "--output", str(path),
+                        "--size_mb", str(size_mb), "--num_files", str(num_files), "--seed", str(seed)],
+                       check=True)
+    return path
+
+
+def corpus_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir()) if path.is_dir() else path.stat().st_size
+
+
+def bench_vocab(corpus: Path, out: Path, vocab_size: int, lines: int, min_count: int) -> dict:
+    vocab = out / "vocab.txt"
+    row = run([sys.executable, "-m", "electra_tf.data.build_vocab", f"--corpus={corpus}",
+               f"--vocab_size={vocab_size}", f"--sample_lines={lines}", f"--min_count={min_count}",
+               f"--output={vocab}"], out / "vocab.log")
+    row.update(pieces=sum(1 for _ in open(vocab, encoding="utf-8")), lines=lines, vocab_file=str(vocab))
+    return row
+
+
+def bench_builder(corpus: Path, vocab: Path, out: Path, processes: int, shards: int, seq: int) -> dict:
+    target = out / f"shards_{corpus.name}_p{processes}"
+    shutil.rmtree(target, ignore_errors=True)
+    row = run([sys.executable, "-m", "electra_tf.data.build_pretraining_data", f"--corpus={corpus}",
+               f"--vocab_file={vocab}", f"--output_dir={target}", f"--max_seq_length={seq}",
+               f"--num_shards={shards}", f"--num_processes={processes}", "--noprogress"],
+              out / f"{target.name}.log")
+    manifest = json.loads((target / "manifest.json").read_text())
+    row.update(processes=processes, corpus_tokens=manifest["num_corpus_tokens"], examples=manifest["num_examples"],
+               build_s=manifest["build_seconds"], shards_sha256=[s["sha256"] for s in manifest["shards"]],
+               corpus_tokens_per_s=round(manifest["num_corpus_tokens"] / row["wall_s"]))
+    shutil.rmtree(target)  # keep the disk free for the next row
+    return row
+
+
+def bench_reference(corpus: Path, vocab: Path, out: Path, processes: int, seq: int, tokens: int) -> dict:
+    """google-research/electra's builder; its corpus tokens are ours (same vocab, same text)."""
+    target = out / f"reference_p{processes}"
+    shutil.rmtree(target, ignore_errors=True)
+    row = run([sys.executable, str(REFERENCE), f"--corpus-dir={corpus}", f"--vocab-file={vocab}",
+               f"--output-dir={target}", f"--max-seq-length={seq}", f"--num-processes={processes}"],
+              out / f"{target.name}.log", cwd=REFERENCE.parent)
+    row.update(processes=processes, corpus_tokens=tokens, corpus_tokens_per_s=round(tokens / row["wall_s"]))
+    shutil.rmtree(target)
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out_dir", default="/tmp/electra_data_bench")
-    parser.add_argument("--vocab_file", default=None, help="default: learn one (30522 asked, 20k-line sample)")
-    parser.add_argument("--num_shards", type=int, default=8)
-    parser.add_argument("--reader_steps", type=int, default=200)
-    parser.add_argument("--train_steps", type=int, default=5)
+    parser.add_argument("--size_mb", type=float, default=100.0, help="large corpus size")
+    parser.add_argument("--small_mb", type=float, default=10.0, help="small corpus size (memory check)")
+    parser.add_argument("--num_files", type=int, default=8, help="files per corpus")
+    parser.add_argument("--vocab_size", type=int, default=30522)
+    parser.add_argument("--vocab_lines", type=int, default=1_000_000, help="--sample_lines for the vocabulary")
+    parser.add_argument("--vocab_mb", type=float, default=140.0,
+                        help="corpus the vocabulary samples from (big enough for --vocab_lines lines)")
+    parser.add_argument("--min_count", type=int, default=10)
+    parser.add_argument("--vocab_file", default=None, help="skip learning; use this vocabulary for the builder")
+    parser.add_argument("--num_shards", type=int, default=16)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--reference_processes", default="2", help="comma list; empty: skip the reference")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="where to write the results (default out_dir/bench.json)")
     args = parser.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    vocab = Path(args.vocab_file) if args.vocab_file else out / "vocab.txt"
-    vocab_s = None
-    if not vocab.exists():
-        from electra_tf.data.build_vocab import build_vocab
+    large = ensure_corpus(out / f"corpus_{args.size_mb:g}mb", args.size_mb, args.num_files, args.seed)
+    small = ensure_corpus(out / f"corpus_{args.small_mb:g}mb", args.small_mb, args.num_files, args.seed)
+    results = {
+        "date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cpus": os.cpu_count(),
+        "python": platform.python_version(), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "corpora": {"large_bytes": corpus_bytes(large), "small_bytes": corpus_bytes(small)},
+        "vocab": None, "builder": [], "reference": [],
+    }
+    if args.vocab_file:
+        vocab = Path(args.vocab_file)
+    else:
+        source = ensure_corpus(out / f"corpus_{args.vocab_mb:g}mb", args.vocab_mb, args.num_files, args.seed)
+        results["vocab"] = bench_vocab(source, out, args.vocab_size, args.vocab_lines, args.min_count)
+        vocab = Path(results["vocab"]["vocab_file"])
+        print(f"vocab: {results['vocab']}", file=sys.stderr)
 
-        start = time.time()
-        build_vocab([str(f) for f in FILES], 30522, str(vocab), sample_lines=20000)
-        vocab_s = round(time.time() - start, 1)
-    vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
+    for corpus, processes in ((large, 1), (large, 2), (small, 2)):
+        row = bench_builder(corpus, vocab, out, processes, args.num_shards, args.max_seq_length)
+        row["corpus"] = corpus.name
+        results["builder"].append(row)
+        print(f"builder: { {k: v for k, v in row.items() if k != 'shards_sha256'} }", file=sys.stderr)
+    one, two = results["builder"][0], results["builder"][1]
+    results["identical_shards_1_vs_2_processes"] = one["shards_sha256"] == two["shards_sha256"]
+    results["peak_rss_large_over_small"] = round(two["peak_rss_mib"] / results["builder"][2]["peak_rss_mib"], 3)
 
-    results = {"corpus_bytes": sum(f.stat().st_size for f in FILES), "vocab_size": vocab_size,
-               "vocab_learn_s": vocab_s, "builder": [], "reader": {}, "train": {}}
-    for processes in (1, 2):
-        results["builder"].append(run_builder(vocab, out / f"shards_p{processes}", processes, 128,
-                                              args.num_shards))
-    tiny_dir = out / "shards_seq64"
-    run_builder(vocab, tiny_dir, 2, 64, args.num_shards)
+    wanted = [int(p) for p in args.reference_processes.split(",") if p.strip()]
+    if wanted and not REFERENCE.exists():
+        results["reference_skipped"] = "not set up: run bash scripts/setup_reference_builder.sh"
+        print(f"reference builder skipped: {REFERENCE.relative_to(REPO)} is missing; "
+              f"set it up with: bash scripts/setup_reference_builder.sh", file=sys.stderr)
+    elif wanted:
+        for processes in wanted:
+            row = bench_reference(large, vocab, out, processes, args.max_seq_length, one["corpus_tokens"])
+            results["reference"].append(row)
+            print(f"reference: {row}", file=sys.stderr)
 
-    from electra_tf.config import ElectraConfig
-
-    tiny = ElectraConfig.from_json(str(REPO / "configs" / "tiny.json")).replace(vocab_size=vocab_size)
-    small = ElectraConfig.from_json(str(REPO / "configs" / "small.json")).replace(
-        vocab_size=max(vocab_size, 30522))
-    for name, cfg, data, batch in (("tiny", tiny, tiny_dir, tiny.train_batch_size),
-                                   ("small", small, out / "shards_p2", 32)):
-        results["reader"][name] = {"batch": batch, "seq": cfg.max_seq_length,
-                                   "examples_per_s": round(reader_rate(data, cfg, batch, args.reader_steps))}
-        rate = train_rate(data, cfg, vocab, batch, args.train_steps)
-        results["train"][name] = {"batch": batch, "examples_per_s": None if rate is None else round(rate, 1)}
-
+    print(f"{results['date']}, {results['cpu']}, {results['cpus']} CPUs; large corpus "
+          f"{results['corpora']['large_bytes'] / 1e6:.1f} MB, small {results['corpora']['small_bytes'] / 1e6:.1f} MB "
+          f"({args.num_files} files each), seq {args.max_seq_length}, {args.num_shards} shards")
+    print("| step | wall s | CPU s | result | peak RSS MiB | load avg (before/after) |")
+    print("|---|---|---|---|---|---|")
+    v = results["vocab"]
+    if v:
+        print(f"| vocabulary, {v['lines']:,} lines | {v['wall_s']} | {v['cpu_s']} | {v['pieces']:,} pieces | "
+              f"{v['peak_rss_mib']} | {v['load_before']} / {v['load_after']} |")
+    for r in results["builder"] + results["reference"]:
+        who = "reference builder" if r in results["reference"] else "builder"
+        corpus = r.get("corpus", large.name)
+        print(f"| {who}, {r['processes']} process(es), {corpus} | {r['wall_s']} | {r['cpu_s']} | "
+              f"{r['corpus_tokens_per_s']:,} corpus tokens/s | {r['peak_rss_mib']} | "
+              f"{r['load_before']} / {r['load_after']} |")
+    for r in results["reference"]:
+        mine = [b for b in results["builder"] if b["processes"] == r["processes"] and b["corpus"] == large.name]
+        if mine:
+            r["ours_over_reference"] = round(mine[0]["corpus_tokens_per_s"] / r["corpus_tokens_per_s"], 2)
+            print(f"ours / reference, {r['processes']} process(es): {r['ours_over_reference']}x")
+    if "reference_skipped" in results:
+        print(f"reference builder: {results['reference_skipped']}")
+    print(f"shards identical for 1 and 2 processes: {results['identical_shards_1_vs_2_processes']}; "
+          f"peak RSS large/small corpus (2 processes): {results['peak_rss_large_over_small']}")
     path = Path(args.json) if args.json else out / "bench.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"corpus: Brown + WikiText-2 valid/test, {results['corpus_bytes']:,} bytes; vocab {vocab_size} tokens")
-    print("| builder | wall s | build s | corpus tokens | corpus tokens/s (wall) | (build only) | examples |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results["builder"]:
-        print(f"| {r['processes']} process(es) | {r['wall_s']} | {r['build_s']} | {r['corpus_tokens']:,} | "
-              f"{r['corpus_tokens_per_s_wall']:,} | {r['corpus_tokens_per_s_build']:,} | {r['examples']:,} |")
-    print("\n| config | batch x seq | reader examples/s | train step consumes examples/s |")
-    print("|---|---|---|---|")
-    for name in ("tiny", "small"):
-        r, t = results["reader"][name], results["train"][name]
-        print(f"| {name} | {r['batch']} x {r['seq']} | {r['examples_per_s']:,} | {t['examples_per_s']} |")
-    print(f"\nwrote {path}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -39,12 +39,12 @@ for name, part in (("wt_test_train.txt", docs[:-8]), ("heldout.txt", docs[-8:]))
 EOF
 fi
 
-# 2. WordPiece vocabulary (7,812 pieces for vocab_size 8000; ~2-4 minutes).
+# 2. WordPiece vocabulary (8,000 pieces).
 extra=${EXTRA_CORPUS:+,$EXTRA_CORPUS}
 [ -f "$out/vocab.txt" ] || python -m electra_tf.data.build_vocab --corpus "$corpus/*.txt$extra" \
     --vocab_size 8000 --sample_lines 0 --output "$out/vocab.txt"
 
-# 3. Shards: 21,333 training sequences (without EXTRA_CORPUS) of 64 tokens, 207 held out (a re-run repairs or skips).
+# 3. Shards: ~21,000 training sequences (without EXTRA_CORPUS) of 64 tokens, 207 held out (a re-run repairs or skips).
 python -m electra_tf.data.build_pretraining_data \
     --corpus "$corpus/brown.txt,$corpus/wikitext2.valid.txt,$out/wt_test_train.txt$extra" \
     --vocab_file "$out/vocab.txt" --output_dir "$out/shards" --max_seq_length 64 --num_shards 4 \

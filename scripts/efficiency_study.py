@@ -40,6 +40,10 @@ sys.path.insert(0, str(REPO))
 SHARED = REPO.parent / "shared" / "data"
 
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage")
+# An entry `<objective>_gdes` in --objectives is that objective with
+# embedding_sharing=gdes (DeBERTa-v3's gradient-disentangled embedding sharing),
+# e.g. electra_gdes next to electra.
+GDES_SUFFIX = "_gdes"
 RESULTS_JSON, RESULTS_MD, PLOT_PNG = "results.json", "results.md", "sst2_vs_flops.png"
 # Flags whose change makes the cached data / runs of a work directory invalid.
 STUDY_KEYS = ("config", "corpus", "corpus_max_lines", "vocab_size", "seq_length", "batch_size",
@@ -65,7 +69,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--config", default="configs/tiny.json", help="model config; the study sets "
                    "objective, vocab_size, max_seq_length, learning rate and warmup")
     p.add_argument("--objectives", default=",".join(OBJECTIVES),
-                   help=f"comma-separated, from {', '.join(OBJECTIVES)}, adversarial")
+                   help=f"comma-separated, from {', '.join(OBJECTIVES)}, adversarial, electric; "
+                        f"<objective>{GDES_SUFFIX} (e.g. electra{GDES_SUFFIX}) trains that objective "
+                        f"with embedding_sharing=gdes")
     p.add_argument("--budget_steps", default="400,800,1600",
                    help="budgets, each as the train FLOPs of this many electra steps of the config")
     p.add_argument("--budgets", default="",
@@ -139,6 +145,19 @@ def study_config(args, vocab_size: int):
         learning_rate=args.learning_rate, train_batch_size=args.batch_size, seed=args.seed)
 
 
+def study_entry(name: str):
+    """(objective, config changes) of an --objectives entry; `<objective>_gdes` adds GDES.
+
+    Args:
+        name: an objective (config `objective`) or `<objective>_gdes`.
+    """
+    from electra_tf.config import OBJECTIVES as KNOWN
+
+    if name not in KNOWN and name.endswith(GDES_SUFFIX) and name[:-len(GDES_SUFFIX)] in KNOWN:
+        return name[:-len(GDES_SUFFIX)], {"embedding_sharing": "gdes"}
+    return name, {}
+
+
 def plan_run(config, objective: str, budget: float, args) -> Dict:
     """Steps (and two_stage's switch) that spend `budget` train FLOPs with `objective`.
 
@@ -147,22 +166,26 @@ def plan_run(config, objective: str, budget: float, args) -> Dict:
     """
     from electra_tf.flops import total_train_flops, train_flops_per_step
 
-    def per_step(obj):
-        return train_flops_per_step(config.replace(objective=obj), args.batch_size,
-                                    convention=args.convention)["total"]
+    base, changes = study_entry(objective)
+
+    def per_step(cfg, step=None):
+        return train_flops_per_step(cfg, args.batch_size, convention=args.convention,
+                                    step=step)["total"]
 
     k = 0
-    if objective == "two_stage":
+    if base == "two_stage":
         f = args.two_stage_fraction
-        steps = int(budget // (f * per_step("mlm") + (1 - f) * per_step("electra")))
+        # Phase costs: step 0 is an MLM step, step 1 an ELECTRA step when k = 1.
+        phases = config.replace(objective=base, two_stage_mlm_steps=1, **changes)
+        steps = int(budget // (f * per_step(phases, 0) + (1 - f) * per_step(phases, 1)))
         k = max(1, int(round(f * steps)))
-        cfg = config.replace(objective=objective, two_stage_mlm_steps=k)
+        cfg = config.replace(objective=base, two_stage_mlm_steps=k, **changes)
         while steps > 1 and total_train_flops(cfg, args.batch_size, steps,
                                               convention=args.convention) > budget:
             steps -= 1
     else:
-        steps = int(budget // per_step(objective))
-        cfg = config.replace(objective=objective)
+        cfg = config.replace(objective=base, **changes)
+        steps = int(budget // per_step(cfg))
     if steps < 2:
         raise StudyError(f"budget {budget:.3g} FLOPs buys {steps} step(s) of {objective}; raise "
                          f"--budget_steps/--budgets or shrink the config")
@@ -354,15 +377,16 @@ def time_steps(args) -> Dict:
     ).repeat().batch(batch, drop_remainder=True).prefetch(2)
     cases = []
     for objective in [o.strip() for o in args.objectives.split(",") if o.strip()]:
-        if objective == "two_stage":
-            cases += [("two_stage (mlm phase)", objective, 10**9), ("two_stage (electra phase)",
-                                                                    objective, 3)]
+        if study_entry(objective)[0] == "two_stage":
+            cases += [(f"{objective} (mlm phase)", objective, 10**9),
+                      (f"{objective} (electra phase)", objective, 3)]
         else:
             cases.append((objective, objective, 0))
     times = {}
     for label, objective, k in cases:
         _reset_keras()
-        cfg = config.replace(objective=objective, two_stage_mlm_steps=k)
+        base, changes = study_entry(objective)
+        cfg = config.replace(objective=base, two_stage_mlm_steps=k, **changes)
         model = ElectraPretrainer(cfg, SpecialTokenIds(0, 1, 2, 3, 4))
         model.compile(optimizer=create_optimizer(cfg))
         model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, shuffle=False)  # compile + warm-up
@@ -387,10 +411,10 @@ def run_study(args) -> Dict:
     started = time.time()
     work = Path(args.work_dir)
     objectives = [o.strip() for o in args.objectives.split(",") if o.strip()]
-    unknown = [o for o in objectives if o not in KNOWN]
+    unknown = [o for o in objectives if study_entry(o)[0] not in KNOWN]
     if unknown or not objectives:
         raise StudyError(f"--objectives {args.objectives!r}: unknown {', '.join(unknown) or '(none)'}; "
-                         f"choose from {', '.join(KNOWN)}")
+                         f"choose from {', '.join(KNOWN)}, or <objective>{GDES_SUFFIX}")
     if not 0 < args.two_stage_fraction < 1:
         raise StudyError(f"--two_stage_fraction={args.two_stage_fraction} must be in (0, 1)")
     if not 0 <= args.warmup_fraction < 1:

@@ -26,12 +26,14 @@ import json
 import os
 import sys
 
+from electra_tf.cli import ArgumentParser, report_error
+
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
+    p = ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", required=True, choices=SOURCES)
     p.add_argument("--to", dest="target", default="electra_tf", choices=TARGETS)
@@ -52,8 +54,7 @@ def parse_args(argv=None):
 
 
 def _fail(msg):
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
+    return report_error(msg)
 
 
 def run(args) -> int:
@@ -135,7 +136,9 @@ def _export(args) -> int:
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
                      f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
-    pretrainer = saving.load_pretrainer(args.input)
+    from electra_tf.pretraining.saving import load_pretrainer  # needs the pre-trainer class
+
+    pretrainer = load_pretrainer(args.input)
     if args.target == "google":
         google.export_pretrainer(pretrainer, args.output)
     else:

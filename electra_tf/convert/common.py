@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Dict, List, Optional
@@ -12,8 +11,12 @@ import numpy as np
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.mapping import (DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError,
                                         check_and_assign, pretrainer_entries)
+from electra_tf.data.fs import write_json_atomic
+from electra_tf.data.vocab import load_vocab, special_token_ids
+# conversion.json is part of the model-directory layout (models/saving.py); re-exported here.
+from electra_tf.models.saving import CONVERSION_FILE, absent_parts, read_conversion_record, save_pretrained
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
-CONVERSION_FILE = "conversion.json"
 SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                 "intermediate_size", "max_position_embeddings", "type_vocab_size",
                 "generator_hidden_size", "generator_layers", "untied_generator_embeddings")
@@ -112,9 +115,6 @@ def build_config(sizes: dict, base: Optional[ElectraConfig] = None, num_heads: O
 
 
 def new_pretrainer(config: ElectraConfig, vocab: List[str]):
-    from electra_tf.data.vocab import special_token_ids
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-
     if len(vocab) != config.vocab_size:
         raise ConversionError(f"the vocabulary has {len(vocab)} tokens but the weights have vocab_size="
                               f"{config.vocab_size}; pass the vocab.txt that belongs to the checkpoint")
@@ -130,36 +130,16 @@ def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, n
 
 
 def read_vocab(path: str) -> List[str]:
-    from electra_tf.data.vocab import load_vocab
-
     return load_vocab(path)
 
 
 def write_model_dir(output: str, pretrainer, vocab_file: str, source: dict, status: dict) -> str:
     """Writes our model directory (`saving.save_pretrained`) plus conversion.json."""
-    from electra_tf.models.saving import save_pretrained
-
     save_pretrained(output, pretrainer, vocab_file)
-    record = dict(source, parts=status)
-    with open(os.path.join(output, CONVERSION_FILE), "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
+    write_json_atomic(os.path.join(output, CONVERSION_FILE), dict(source, parts=status), sort_keys=True)
     return output
 
 
-def read_conversion_record(model_dir: str) -> Optional[dict]:
-    path = os.path.join(model_dir, CONVERSION_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def absent_parts(model_dir: str) -> List[str]:
-    """Parts a conversion left at their initial values (empty for trained models)."""
-    record = read_conversion_record(model_dir) or {}
-    return sorted(p for p, s in record.get("parts", {}).items() if s != "converted")
-
-
 __all__ = ["ConversionError", "DISCRIMINATOR", "DISCRIMINATOR_HEAD", "GENERATOR", "sizes_from_tensors",
-           "build_config", "load_canonical", "write_model_dir", "absent_parts"]
+           "build_config", "load_canonical", "write_model_dir", "absent_parts",
+           "read_conversion_record", "CONVERSION_FILE"]

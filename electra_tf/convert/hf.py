@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from electra_tf.config import ElectraConfig
-from electra_tf.convert.mapping import ConversionError
+from electra_tf.convert.common import build_config, sizes_from_tensors
+from electra_tf.convert.mapping import ConversionError, export_tensors, pretrainer_entries
+from electra_tf.data.fs import write_json_atomic
 
 # --------------------------------------------------------------------------- safetensors
 _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
@@ -249,8 +252,6 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
     are shared with the discriminator's (our default) when both copies agree
     within `tie_tolerance`, otherwise the model is marked untied.
     """
-    from electra_tf.convert.common import build_config, sizes_from_tensors
-
     hf_disc = read_config(disc_dir)
     disc_weights = read_weights(disc_dir)
     if kind_of(hf_disc, disc_weights, disc_dir) != "discriminator":
@@ -350,10 +351,6 @@ def hf_config(config: ElectraConfig, kind: str) -> dict:
 def export(pretrainer, output_dir: str, vocab_file: Optional[str] = None) -> Dict[str, str]:
     """Writes `<output_dir>/discriminator` and `<output_dir>/generator` as Hugging Face
     directories (config.json + model.safetensors [+ vocab.txt]); returns their paths."""
-    import shutil
-
-    from electra_tf.convert.mapping import export_tensors, pretrainer_entries
-
     config = pretrainer.config
     tensors = export_tensors(pretrainer_entries(pretrainer))
     out = {}
@@ -374,12 +371,10 @@ def export(pretrainer, output_dir: str, vocab_file: Optional[str] = None) -> Dic
                 hf[f"electra.embeddings.{key}.weight"] = tensors[f"electra/embeddings/{key}"]
             hf["electra.embeddings.LayerNorm.weight"] = tensors["electra/embeddings/LayerNorm/gamma"]
             hf["electra.embeddings.LayerNorm.bias"] = tensors["electra/embeddings/LayerNorm/beta"]
-        with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(hf_config(config, kind), f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_json_atomic(os.path.join(d, "config.json"), hf_config(config, kind), sort_keys=True)
         write_safetensors(os.path.join(d, "model.safetensors"), hf, {"format": "pt"})
-        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-            json.dump({"do_lower_case": config.do_lower_case, "tokenizer_class": "ElectraTokenizer"}, f, indent=2)
+        write_json_atomic(os.path.join(d, "tokenizer_config.json"),
+                          {"do_lower_case": config.do_lower_case, "tokenizer_class": "ElectraTokenizer"})
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(d, "vocab.txt"))
         out[kind] = d

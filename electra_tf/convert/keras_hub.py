@@ -27,7 +27,9 @@ from typing import Optional
 import numpy as np
 
 from electra_tf.config import ElectraConfig
+from electra_tf.convert.common import new_pretrainer, read_vocab
 from electra_tf.convert.mapping import DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+from electra_tf.data.vocab import load_vocab
 
 VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
@@ -60,9 +62,10 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
     Returns (pretrainer, status, vocab_file): a new `ElectraPretrainer` whose
     discriminator encoder (and the shared embeddings) hold the preset's weights.
     """
+    # keras_hub (and keras_hub_compat, which imports it) load only on the keras-hub
+    # paths: importing keras_hub costs seconds that the other converters need not pay.
     import keras_hub
 
-    from electra_tf.convert.common import new_pretrainer, read_vocab
     from electra_tf.models.keras_hub_compat import from_keras_hub_backbone
 
     if not os.path.isfile(os.path.join(preset_dir, "config.json")):
@@ -100,7 +103,7 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
     The pooler, which ELECTRA lacks, holds seeded initial values.
     """
     import keras
-    import keras_hub
+    import keras_hub  # only on this path (see load_preset)
 
     from electra_tf.models.keras_hub_compat import to_keras_hub_backbone
 
@@ -109,8 +112,6 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
     os.makedirs(preset_dir, exist_ok=True)
     backbone.save_to_preset(preset_dir)
     if vocab_file:
-        from electra_tf.data.vocab import load_vocab
-
         tokenizer = keras_hub.models.ElectraTokenizer(vocabulary=load_vocab(vocab_file), lowercase=do_lower_case,
                                                       strip_accents=do_lower_case)
         tokenizer.save_to_preset(preset_dir)
@@ -130,7 +131,7 @@ def gelu_difference(encoder, inputs, backbone=None) -> dict:
     """
     import keras
 
-    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone
+    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone  # imports keras_hub (see load_preset)
 
     backbone = backbone or to_keras_hub_backbone(encoder)
     ours = keras.ops.convert_to_numpy(encoder(inputs, training=False))

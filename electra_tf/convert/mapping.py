@@ -31,8 +31,10 @@ from typing import Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 
+from electra_tf.errors import ElectraError
 
-class ConversionError(ValueError):
+
+class ConversionError(ElectraError, ValueError):
     """Weights that do not fit the target model; the message lists every problem."""
 
 
@@ -103,22 +105,21 @@ def embedding_entries(embeddings, prefix: str, part: str) -> List[Entry]:
 
 
 def transformer_entries(layers, prefix: str, hidden: int, part: str) -> List[Entry]:
-    """Entries of keras-hub `TransformerEncoder` blocks under `<prefix>/encoder/layer_<i>`."""
+    """Entries of `TransformerBlock`s under `<prefix>/encoder/layer_<i>`."""
     out = []
     for i, layer in enumerate(layers):
         p = f"{prefix}/encoder/layer_{i}"
-        att = layer._self_attention_layer  # pylint: disable=protected-access
-        for proj, dense in (("query", att._query_dense), ("key", att._key_dense),
-                            ("value", att._value_dense)):
+        for proj, dense in (("query", layer.query_dense), ("key", layer.key_dense),
+                            ("value", layer.value_dense)):
             out.append(_reshaped(f"{p}/attention/self/{proj}/kernel", dense.kernel, part, (hidden, hidden)))
             out.append(_reshaped(f"{p}/attention/self/{proj}/bias", dense.bias, part, (hidden,)))
-        out.append(_reshaped(f"{p}/attention/output/dense/kernel", att._output_dense.kernel, part,
-                             (hidden, hidden)))
-        out.append(_plain(f"{p}/attention/output/dense/bias", att._output_dense.bias, part))
-        out += _layer_norm(f"{p}/attention/output/LayerNorm", layer._self_attention_layer_norm, part)
-        out += _dense(f"{p}/intermediate/dense", layer._feedforward_intermediate_dense, part)
-        out += _dense(f"{p}/output/dense", layer._feedforward_output_dense, part)
-        out += _layer_norm(f"{p}/output/LayerNorm", layer._feedforward_layer_norm, part)
+        out.append(_reshaped(f"{p}/attention/output/dense/kernel", layer.attention_output_dense.kernel,
+                             part, (hidden, hidden)))
+        out.append(_plain(f"{p}/attention/output/dense/bias", layer.attention_output_dense.bias, part))
+        out += _layer_norm(f"{p}/attention/output/LayerNorm", layer.attention_layer_norm, part)
+        out += _dense(f"{p}/intermediate/dense", layer.feedforward_intermediate_dense, part)
+        out += _dense(f"{p}/output/dense", layer.feedforward_output_dense, part)
+        out += _layer_norm(f"{p}/output/LayerNorm", layer.feedforward_layer_norm, part)
     return out
 
 
@@ -140,9 +141,9 @@ def discriminator_head_entries(head) -> List[Entry]:
 
 
 def generator_head_entries(head) -> List[Entry]:
-    return (_dense("generator_predictions/dense", head._intermediate_dense, GENERATOR)  # pylint: disable=protected-access
-            + _layer_norm("generator_predictions/LayerNorm", head._intermediate_layer_norm, GENERATOR)
-            + [_plain("generator_predictions/output_bias", head._bias, GENERATOR)])
+    return (_dense("generator_predictions/dense", head.intermediate_dense, GENERATOR)
+            + _layer_norm("generator_predictions/LayerNorm", head.intermediate_layer_norm, GENERATOR)
+            + [_plain("generator_predictions/output_bias", head.bias, GENERATOR)])
 
 
 def pretrainer_entries(pretrainer) -> List[Entry]:

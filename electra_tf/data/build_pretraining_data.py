@@ -16,6 +16,7 @@ Same seed + inputs + --num_shards give byte-identical shards for any
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -28,8 +29,8 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.corpus import check_text_file, expand_corpus, file_size
 from electra_tf.data.errors import DataError
 from electra_tf.data.planning import plan_files
-from electra_tf.data.shard_writer import ShardTask, build_shard, init_worker
-from electra_tf.data.tokenizer import check_vocab, file_sha256, resolve_strip_accents
+from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
+from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256, resolve_strip_accents
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 
 
@@ -43,10 +44,10 @@ class Progress:
 
     def __init__(self, ctx, total_bytes: int, total_shards: int, enabled: bool,
                  stream=None, interval: float = 1.0):
-        self.counters = {"bytes": ctx.Value("q", 0), "tokens": ctx.Value("q", 0)}
+        # "next_shard" is the work queue itself: every process claims the next unbuilt shard from it.
+        self.counters = {name: ctx.Value("q", 0) for name in ("bytes", "tokens", "shards", "next_shard")}
         self.total_bytes = max(1, total_bytes)
         self.total_shards = total_shards
-        self.shards_done = 0
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.tty = getattr(self.stream, "isatty", lambda: False)()
@@ -75,7 +76,7 @@ class Progress:
         eta_s = f"{eta:5.0f}s" if eta == eta else "    ?"
         width = 24
         bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        return (f"[{bar}] {100 * frac:5.1f}% shards {self.shards_done}/{self.total_shards} "
+        return (f"[{bar}] {100 * frac:5.1f}% shards {self.counters['shards'].value}/{self.total_shards} "
                 f"{tokens:,} tokens {tokens / elapsed / 1000:7.1f}k tokens/s ETA {eta_s}")
 
     def _print(self, final=False):
@@ -372,31 +373,25 @@ def build_pretraining_data(
         with meter:
             if processes == 1:
                 init_worker(meter.counters, single_thread=False)
-                for task in todo:
-                    done[task.index] = build_shard(task)
-                    meter.shards_done += 1
+                for stats in build_shards(todo, build=build_shard):
+                    done[stats["index"]] = stats
             else:
-                # The main process is one of the workers: spawned workers spend
-                # seconds importing TensorFlow, during which it already builds.
-                init_worker(meter.counters, single_thread=True)
-                pending = list(reversed(todo))
+                # All processes, this one included, claim shards from one shared counter, so
+                # none waits for work while another has some queued. The pool starts first:
+                # its workers import TensorFlow while this process does the same and builds
+                # the tokenizer's tables once for all of them (seconds each otherwise).
                 with ctx.Pool(processes - 1, initializer=init_worker,
                               initargs=(meter.counters, True)) as pool:
-                    inflight = []
-                    while pending or inflight:
-                        while pending and len(inflight) < processes - 1:
-                            inflight.append(pool.apply_async(build_shard, (pending.pop(),)))
-                        if pending:
-                            stats = build_shard(pending.pop())
+                    init_worker(meter.counters, single_thread=True)
+                    models = build_tokenizer_models(vocab, lower_case, strip)
+                    todo = [dataclasses.replace(t, tokenizer_models=models) for t in todo]
+                    workers = [pool.apply_async(build_shards, (todo,)) for _ in range(processes - 1)]
+                    for stats in build_shards(todo, build=build_shard, stop=lambda: any(
+                            w.ready() and not w.successful() for w in workers)):
+                        done[stats["index"]] = stats
+                    for worker in workers:
+                        for stats in worker.get():  # re-raises a worker's error here
                             done[stats["index"]] = stats
-                            meter.shards_done += 1
-                        else:
-                            inflight[0].wait()
-                        for result in [r for r in inflight if r.ready()]:
-                            inflight.remove(result)
-                            stats = result.get()  # re-raises a worker's error here
-                            done[stats["index"]] = stats
-                            meter.shards_done += 1
     except BaseException:
         _remove_temp_files(output_dir)
         raise
@@ -504,11 +499,13 @@ def define_flags(flag_values=None) -> None:
 def main(argv) -> None:
     from absl import flags  # pylint: disable=import-outside-toplevel
 
+    from electra_tf.cli import exit_with_error, report_interrupted  # pylint: disable=import-outside-toplevel
+
     del argv
     fv = flags.FLAGS
     for name in ("vocab_file", "output_dir"):
         if not fv[name].value:
-            sys.exit(f"error: --{name} is required")
+            exit_with_error(f"--{name} is required")
     strip = {"auto": None, "true": True, "false": False}[fv.strip_accents]
     try:
         build_pretraining_data(
@@ -520,9 +517,9 @@ def main(argv) -> None:
             progress=fv.progress,
         )
     except (DataError, VocabError) as e:
-        sys.exit(f"error: {e}")
+        exit_with_error(str(e))
     except KeyboardInterrupt:
-        sys.exit("interrupted: completed shards are kept; re-run the same command to finish the rest")
+        sys.exit(report_interrupted("completed shards are kept; re-run the same command to finish the rest"))
 
 
 if __name__ == "__main__":

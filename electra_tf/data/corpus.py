@@ -3,6 +3,10 @@
 Everything goes through `tf.io.gfile` so that gs:// (and other TF file systems)
 work like local paths. TensorFlow is imported lazily: bad paths are reported
 before paying the ~3 s TF import.
+
+Files whose name ends in `.gz` are gzip'd text, decompressed as they stream.
+They cannot be entered in the middle, so a shard plan never cuts one: each is
+read whole by one shard.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import glob as _glob
+import gzip
+import zlib
 from typing import Dict, Iterator, List, Sequence
 
 from electra_tf.data.errors import DataError
@@ -126,10 +132,67 @@ def file_size(path: str) -> int:
     return os.path.getsize(path)
 
 
+def is_gzip(path: str) -> bool:
+    """gzip'd text is recognised by its name, as TensorFlow's readers do."""
+    return path.endswith(".gz")
+
+
+# What a damaged or mis-named .gz file raises while it is read.
+GZIP_ERRORS = (OSError, EOFError, zlib.error)
+
+
 def open_binary(path: str):
     if _is_remote(path):
         return _gfile().GFile(path, "rb")
     return open(path, "rb")  # pylint: disable=consider-using-with
+
+
+def _bad_gzip(path: str, error: BaseException) -> DataError:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return DataError(f"corpus file {path!r} is not valid gzip ({reason}); re-compress it, or remove "
+                     f"the .gz ending if it is plain text")
+
+
+def _chunks(path: str, start: int, end: int, progress=None) -> Iterator[tuple]:
+    """(bytes, source bytes consumed) pieces of [start, end) of `path`.
+
+    For a gzip'd file the range must be the whole file; the pieces are
+    decompressed text and the consumed count is in compressed bytes, the unit
+    of file sizes, shard plans and progress.
+    """
+    if not is_gzip(path):
+        with open_binary(path) as f:
+            f.seek(start)
+            pos = start
+            while pos < end:
+                data = f.read(min(READ_CHUNK_BYTES, end - pos))
+                if not data:
+                    break
+                pos += len(data)
+                if progress is not None:
+                    progress(len(data))
+                yield data, len(data)
+        return
+    if start != 0:
+        raise DataError(f"corpus file {path!r} is gzip'd and cannot be read from byte {start}; "
+                        f"report this as a bug")
+    with open_binary(path) as raw:
+        last = 0
+        try:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                while True:
+                    data = gz.read(READ_CHUNK_BYTES)
+                    pos = raw.tell()
+                    consumed, last = pos - last, pos
+                    if progress is not None and consumed:
+                        progress(consumed)
+                    if not data:
+                        if consumed:  # the gzip trailer: counted, so bytes_read ends at the file size
+                            yield b"", consumed
+                        break
+                    yield data, consumed
+        except GZIP_ERRORS as e:
+            raise _bad_gzip(path, e) from None
 
 
 def check_text_file(path: str) -> bool:
@@ -139,26 +202,37 @@ def check_text_file(path: str) -> bool:
       DataError: the file has NUL bytes near its start (binary or UTF-16), or
         its start is mostly not UTF-8.
     """
+    if is_gzip(path):
+        try:
+            with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                return _check_text_stream(path, gz)
+        except GZIP_ERRORS as e:
+            raise _bad_gzip(path, e) from None
     with open_binary(path) as f:
-        head = f.read(BINARY_SNIFF_BYTES)
-        nul = head.find(b"\x00")
-        if nul >= 0:
-            raise DataError(
-                f"corpus file {path!r} looks binary (NUL byte at offset {nul}); "
-                f"remove it from --corpus or convert it to UTF-8 text"
-            )
-        whole = head[:head.rfind(b"\n") + 1] or head  # no character cut at the sniff boundary
-        invalid = decode_counting(whole)[1]
-        if invalid >= 8 and invalid > MAX_INVALID_UTF8_SHARE * len(whole):
-            raise DataError(
-                f"corpus file {path!r} is not UTF-8 ({invalid} of its first {len(whole)} bytes are "
-                f"invalid; Latin-1 or cp1252?); convert it, e.g. iconv -f latin1 -t utf-8"
-            )
-        chunk = head
-        while chunk:
-            if chunk.strip() and decode_counting(chunk)[0].strip():
-                return True
-            chunk = f.read(READ_CHUNK_BYTES)
+        return _check_text_stream(path, f)
+
+
+def _check_text_stream(path: str, f) -> bool:
+    """The checks of check_text_file on an open (decompressed) byte stream."""
+    head = f.read(BINARY_SNIFF_BYTES)
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise DataError(
+            f"corpus file {path!r} looks binary (NUL byte at offset {nul}); "
+            f"remove it from --corpus or convert it to UTF-8 text"
+        )
+    whole = head[:head.rfind(b"\n") + 1] or head  # no character cut at the sniff boundary
+    invalid = decode_counting(whole)[1]
+    if invalid >= 8 and invalid > MAX_INVALID_UTF8_SHARE * len(whole):
+        raise DataError(
+            f"corpus file {path!r} is not UTF-8 ({invalid} of its first {len(whole)} bytes are "
+            f"invalid; Latin-1 or cp1252?); convert it, e.g. iconv -f latin1 -t utf-8"
+        )
+    chunk = head
+    while chunk:
+        if chunk.strip() and decode_counting(chunk)[0].strip():
+            return True
+        chunk = f.read(READ_CHUNK_BYTES)
     return False
 
 
@@ -198,9 +272,10 @@ def iter_lines(path: str, start: int, end: int, stats: ReadStats,
                max_line_bytes: int, progress=None) -> Iterator[str]:
     """Yields the decoded lines of `path` in the byte range [start, end).
 
-    `start` must be at a line start. Lines longer than `max_line_bytes` are cut
-    (counted in `stats.long_lines_cut`) so a file without newlines cannot
-    exhaust memory; invalid UTF-8 is replaced and counted.
+    `start` must be at a line start (0 for a gzip'd file, read whole). Lines
+    longer than `max_line_bytes` are cut (counted in `stats.long_lines_cut`)
+    so a file without newlines cannot exhaust memory; invalid UTF-8 is
+    replaced and counted.
 
     Args:
       path: local or gfile path.
@@ -208,52 +283,50 @@ def iter_lines(path: str, start: int, end: int, stats: ReadStats,
       end: byte offset to stop at (a line start, or the file size).
       stats: ReadStats updated in place.
       max_line_bytes: longest line kept whole.
-      progress: optional callable(bytes) called as chunks are consumed.
+      progress: optional callable(bytes) called as chunks are consumed
+        (compressed bytes for a gzip'd file).
     """
     if end <= start:
         return
-    with open_binary(path) as f:
-        f.seek(start)
-        pos = start
-        pending = b""  # an unfinished line carried between chunks
-        skipping = False  # inside an over-long line whose head was already yielded
-        while pos < end:
-            data = f.read(min(READ_CHUNK_BYTES, end - pos))
-            if not data:
-                break
-            pos += len(data)
-            stats.bytes_read += len(data)
-            if progress is not None:
-                progress(len(data))
-            data = pending + data
-            last_nl = data.rfind(b"\n")
-            if last_nl < 0 and pos < end:
-                if skipping:
-                    pending = b""
-                elif len(data) > max_line_bytes:
-                    yield from _decode_lines(_cut_long_line(data, max_line_bytes), path, stats)
-                    stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
-                    skipping, pending = True, b""
-                else:
-                    pending = data
-                continue
-            if pos >= end:
-                # The range ends at a line start (or EOF): drop the final newline.
-                body, pending = (data[:-1] if data.endswith(b"\n") else data), b""
-            else:
-                body, pending = data[:last_nl], data[last_nl + 1:]
+    chunks = _chunks(path, start, end, progress)
+    upcoming = next(chunks, None)
+    pending = b""  # an unfinished line carried between chunks
+    skipping = False  # inside an over-long line whose head was already yielded
+    while upcoming is not None:
+        data, consumed = upcoming
+        # One chunk of look-ahead tells whether this one is the range's last.
+        upcoming = next(chunks, None)
+        final = upcoming is None
+        stats.bytes_read += consumed
+        data = pending + data
+        last_nl = data.rfind(b"\n")
+        if last_nl < 0 and not final:
             if skipping:
-                nl = body.find(b"\n")
-                skipping = False
-                if nl < 0:
-                    continue
-                body = body[nl + 1:]
-            lines = body.split(b"\n")
-            for i, raw in enumerate(lines):
-                if len(raw) > max_line_bytes:
-                    lines[i] = _cut_long_line(raw, max_line_bytes)
-                    stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
-            yield from _decode_lines(b"\n".join(lines), path, stats)
+                pending = b""
+            elif len(data) > max_line_bytes:
+                yield from _decode_lines(_cut_long_line(data, max_line_bytes), path, stats)
+                stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
+                skipping, pending = True, b""
+            else:
+                pending = data
+            continue
+        if final:
+            # The range ends at a line start (or EOF): drop the final newline.
+            body, pending = (data[:-1] if data.endswith(b"\n") else data), b""
+        else:
+            body, pending = data[:last_nl], data[last_nl + 1:]
+        if skipping:
+            nl = body.find(b"\n")
+            skipping = False
+            if nl < 0:
+                continue
+            body = body[nl + 1:]
+        lines = body.split(b"\n")
+        for i, raw in enumerate(lines):
+            if len(raw) > max_line_bytes:
+                lines[i] = _cut_long_line(raw, max_line_bytes)
+                stats.long_lines_cut[path] = stats.long_lines_cut.get(path, 0) + 1
+        yield from _decode_lines(b"\n".join(lines), path, stats)
 
 
 def _decode_lines(body: bytes, path: str, stats: ReadStats) -> Iterator[str]:

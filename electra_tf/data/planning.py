@@ -4,7 +4,8 @@ Each shard gets a contiguous byte range of the corpus that starts right after a
 document boundary (a blank line, or a file start), balanced by bytes. Shards are
 then independent tasks with their own seeded RNG, which is what makes the output
 identical whatever the number of processes, and lets a resumed build redo only
-the missing shards.
+the missing shards. A gzip'd file is never cut (it cannot be entered mid-way),
+so many .gz files balance well and a single one goes to one shard.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Sequence, Tuple
 
-from electra_tf.data.corpus import decode_counting, open_binary
+from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
 
 # How far past a byte-balanced cut point we look for a blank line before
 # splitting a (huge) document at a line boundary instead.
@@ -43,6 +44,8 @@ def _boundary(path: str, size: int, offset: int, blanks_separate_docs: bool,
     """First cut point at or after `offset`: (local offset, forced?)."""
     if offset <= 0:
         return 0, False
+    if is_gzip(path):
+        return size, False  # a gzip'd file cannot be entered mid-way: the cut goes after it
     with open_binary(path) as f:
         f.seek(offset - 1)
         data = f.read(search_bytes + 1)

@@ -14,7 +14,7 @@ import os
 import random
 import time
 from itertools import islice
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from electra_tf.data.corpus import ReadStats, decode_counting, iter_lines
 from electra_tf.data.examples import ExampleBuilder, pad_example
@@ -40,6 +40,60 @@ class ShardTask:
     max_line_bytes: int
     segments: List[tuple] = dataclasses.field(default_factory=list)  # (path, start, end)
     tfds: Optional[Dict[str, Any]] = None  # name, split, text_key, data_dir
+    tokenizer_models: Optional[tuple] = None  # tokenizer.build_tokenizer_models, built once for all workers
+
+
+def _varint(value: int) -> bytes:
+    """Protocol-buffer base-128 varint of a non-negative integer."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited protocol-buffer field: tag byte, length, payload."""
+    return bytes([tag]) + _varint(len(payload)) + payload
+
+
+class ExampleSerializer:
+    """Serialises one example's three int64 features as a tf.train.Example, without protobuf objects.
+
+    Building three Int64List/Feature/Example messages per example took more
+    time than tokenizing its text. The bytes are those of
+    `Example.SerializeToString(deterministic=True)` (map keys in sorted order,
+    packed varints; tests check it): Example.features(1) holds one map entry
+    per feature, key(1) and Feature(2), whose int64_list(3) holds the packed
+    values(1).
+
+    Args:
+      vocab_size: ids are below it (their varints are precomputed).
+      length: values per feature (max_seq_length).
+    """
+
+    def __init__(self, vocab_size: int, length: int):
+        # Varints of every id, and of every length a field of an example can have.
+        self._varints = [_varint(i) for i in range(max(vocab_size, 16 * length + 64))]
+        # input_mask and segment_ids hold `length` 0/1 values, one varint byte each: their
+        # entries are a fixed prefix and the values' bytes.
+        self._mask_prefix = self._entry(b"input_mask", b"\0" * length)[:-length]
+        self._segment_prefix = self._entry(b"segment_ids", b"\0" * length)[:-length]
+
+    @staticmethod
+    def _entry(key: bytes, packed: bytes) -> bytes:
+        return _field(0x0A, _field(0x0A, key) + _field(0x12, _field(0x1A, _field(0x0A, packed))))
+
+    def __call__(self, input_ids: List[int], input_mask: List[int], segment_ids: List[int]) -> bytes:
+        v = self._varints
+        packed = b"".join(map(v.__getitem__, input_ids))
+        values = b"\x0a" + v[len(packed)] + packed  # Int64List.value
+        feature = b"\x1a" + v[len(values)] + values  # Feature.int64_list
+        body = b"\x0a\x09input_ids\x12" + v[len(feature)] + feature  # map entry: key, value
+        features = (b"\x0a" + v[len(body)] + body  # sorted keys: input_ids < input_mask < segment_ids
+                    + self._mask_prefix + bytes(input_mask) + self._segment_prefix + bytes(segment_ids))
+        return b"\x0a" + v[len(features)] + features
 
 
 def shard_seed(seed: int, index: int, num_shards: int) -> int:
@@ -74,12 +128,50 @@ def _bump(name: str, amount: int) -> None:
             counter.value += amount
 
 
+def _claim(counter) -> int:
+    """Takes the next index from a shared counter (a multiprocessing Value)."""
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    return index
+
+
+def build_shards(tasks: List[ShardTask], stop: Optional[Callable[[], bool]] = None,
+                 build: Optional[Callable[[ShardTask], Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+    """Builds the tasks that this process claims, one at a time, until none is left.
+
+    Every process runs this over the same list; a shared counter (set by
+    init_worker) hands each task to exactly one of them. Which process builds
+    a shard does not change its bytes.
+
+    Args:
+      tasks: all shards still to build.
+      stop: checked before each claim; True ends this process's share early
+        (another process failed and the build is being abandoned).
+      build: builds one shard (default build_shard).
+
+    Returns:
+      The stats of the shards this process built (build_shard's dicts).
+    """
+    results = []
+    counter = _COUNTERS.get("next_shard")
+    alone = iter(range(len(tasks)))  # no shared counter: this process builds them all, in order
+    while stop is None or not stop():
+        index = _claim(counter) if counter is not None else next(alone, len(tasks))
+        if index >= len(tasks):
+            break
+        results.append((build or build_shard)(tasks[index]))
+        _bump("shards", 1)
+    return results
+
+
 def _tokenizer(task: ShardTask):
     from electra_tf.data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
 
     key = (task.vocab_file, task.lower_case, task.strip_accents)
     if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = WordPieceTokenizer(task.vocab_file, task.lower_case, task.strip_accents)
+        _TOKENIZERS[key] = WordPieceTokenizer(task.vocab_file, task.lower_case, task.strip_accents,
+                                              models=task.tokenizer_models)
     return _TOKENIZERS[key]
 
 
@@ -142,15 +234,10 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
     read_stats = ReadStats()
     counts = {"examples": 0, "tokens": 0, "corpus_tokens": 0, "lines": 0}
 
-    def feature(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    serialize = ExampleSerializer(tok.vocab_size, length)
 
     def write(example, writer):
-        ids, mask, segs = pad_example(example, length, special.pad)
-        proto = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": feature(ids), "input_mask": feature(mask), "segment_ids": feature(segs),
-        }))
-        writer.write(proto.SerializeToString(deterministic=True))
+        writer.write(serialize(*pad_example(example, length, special.pad)))
         counts["examples"] += 1
         counts["tokens"] += len(example[0])
 

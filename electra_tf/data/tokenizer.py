@@ -61,6 +61,30 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+# FastBertTokenizer's settings here (its defaults, and no detokenization table).
+SUFFIX_INDICATOR = "##"
+MAX_BYTES_PER_WORD = 100
+UNKNOWN_TOKEN = "[UNK]"
+
+
+def build_tokenizer_models(vocab: Sequence[str], lower_case: bool,
+                           strip_accents: Optional[bool] = None) -> Tuple[bytes, bytes]:
+    """FastBertTokenizer's two compiled tables: (normaliser, WordPiece model).
+
+    Building them takes about a second each (the normaliser walks every
+    Unicode code point through ICU); a process that has them can hand them
+    to the others (WordPieceTokenizer's `models`) instead of each building
+    them. They are what FastBertTokenizer builds from these same arguments.
+    """
+    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as normalizer  # pylint: disable=import-outside-toplevel
+    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as wordpiece  # pylint: disable=import-outside-toplevel
+
+    fused = bool(lower_case) and resolve_strip_accents(lower_case, strip_accents)
+    return (normalizer.build_fast_bert_normalizer_model(fused),
+            wordpiece.build_fast_wordpiece_model(list(vocab), MAX_BYTES_PER_WORD, SUFFIX_INDICATOR,
+                                                 UNKNOWN_TOKEN, False, False))
+
+
 class WordPieceTokenizer:
     """Text -> WordPiece ids, batched through one compiled TF function.
 
@@ -69,10 +93,12 @@ class WordPieceTokenizer:
       lower_case: lower-case the text.
       strip_accents: strip accents (NFD, drop combining marks); None follows
         `lower_case` as BERT does.
+      models: build_tokenizer_models(vocab, lower_case, strip_accents) of
+        this vocabulary, if already built (saves building them again).
     """
 
     def __init__(self, vocab_file: str, lower_case: bool = True,
-                 strip_accents: Optional[bool] = None):
+                 strip_accents: Optional[bool] = None, models: Optional[Tuple[bytes, bytes]] = None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
 
@@ -82,9 +108,13 @@ class WordPieceTokenizer:
         self.lower_case = bool(lower_case)
         self.strip_accents = resolve_strip_accents(lower_case, strip_accents)
         fused = self.lower_case and self.strip_accents
+        normalizer_model, wordpiece_model = models if models is not None else (None, None)
         self._tok = tf_text.FastBertTokenizer(
-            vocab=self.vocab, token_out_type=tf.int64, unknown_token="[UNK]",
+            vocab=self.vocab, suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=MAX_BYTES_PER_WORD,
+            token_out_type=tf.int64, unknown_token=UNKNOWN_TOKEN,
             lower_case_nfd_strip_accents=fused, support_detokenization=False,
+            fast_wordpiece_model_buffer=wordpiece_model,
+            fast_bert_normalizer_model_buffer=normalizer_model,
         )
         pre_lower = self.lower_case and not fused
         pre_strip = self.strip_accents and not fused

@@ -10,10 +10,12 @@ import dataclasses
 import os
 from typing import List, Sequence, Union
 
+from electra_tf.errors import ElectraError
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-class VocabError(ValueError):
+class VocabError(ElectraError, ValueError):
     """A vocabulary file that cannot be used."""
 
 

@@ -23,9 +23,11 @@ import json
 import os
 import sys
 
+from electra_tf.cli import ArgumentParser, report_error
+
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
+    p = ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model_dir", required=True, help="our model directory, or a classifier directory")
     p.add_argument("--output", required=True, help="SavedModel directory to write")
@@ -47,18 +49,13 @@ def main(argv=None) -> int:
 
     problem = output_dir_problem(args.output)
     if problem:
-        print(f"error: cannot write to --output '{args.output}' ({problem}); choose a writable directory",
-              file=sys.stderr)
-        return 2
+        return report_error(f"cannot write to --output '{args.output}' ({problem}); choose a writable directory")
     if os.path.exists(args.output) and os.listdir(args.output) and not args.overwrite:
-        print(f"error: {args.output} exists and is not empty; pass --overwrite or a new version directory",
-              file=sys.stderr)
-        return 2
+        return report_error(f"{args.output} exists and is not empty; pass --overwrite or a new version directory")
     try:
         module = build_module(args.model_dir, args.kind, args.max_seq_length, args.allow_untrained_head)
     except (ExportError, ModelDirError, ConfigError, VocabError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report_error(str(e))
     if os.path.exists(args.output):
         import shutil
         shutil.rmtree(args.output)

@@ -1,75 +1,41 @@
-"""Builds a `ServingModule` from a model directory, and the classifier directory format.
+"""Builds a `ServingModule` from a model directory.
 
 Discriminator: our model directory (electra_tf/models/saving.py layout).
 
-Classifier: a directory written by `save_classifier`:
-
-    config.json              ElectraConfig of the encoder
-    vocab.txt                the WordPiece vocabulary
-    classifier.weights.h5    the whole `ClassifierModel` (encoder + task head)
-    classifier.json          task, labels, regression, pair, num_outputs,
-                             two_layer_head, max_seq_length, do_lower_case
+Classifier: a directory written by fine-tuning, `save_classifier`
+(electra_tf/finetune/classifier_dir.py describes it); re-exported here so
+`electra_tf.export.save_classifier` keeps working. Its casing comes from
+classifier.json, i.e. from the tokenizer fine-tuning used.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-from typing import Optional, Sequence
+from typing import Optional
 
+from keras.src.saving import saving_lib  # load_weights_only: weights into an already-built model
+
+from electra_tf.config import ElectraConfig
+from electra_tf.data.vocab import load_vocab
+from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
+from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, save_classifier
+from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+from electra_tf.models import build_encoder
+from electra_tf.models.saving import absent_parts, load_discriminator
+from electra_tf.paths import resolve_model_dir
 
-CLASSIFIER_FILE = "classifier.json"
-CLASSIFIER_WEIGHTS = "classifier.weights.h5"
+__all__ = ["CLASSIFIER_FILE", "CLASSIFIER_WEIGHTS", "ExportError", "save_classifier", "load_classifier",
+           "discriminator_module", "classifier_module", "build_module"]
 
 
-class ExportError(ValueError):
+class ExportError(ElectraError, ValueError):
     """A model directory that cannot be exported."""
 
 
-def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Sequence[str], task: str,
-                    pair: bool, max_seq_length: int, regression: bool = False,
-                    two_layer_head: bool = False, pooling: str = "cls") -> str:
-    """Writes a fine-tuned `ClassifierModel` so `export --kind classifier` can serve it.
-
-    Args:
-      output_dir: directory to write (e.g. a fine-tuning run's seed_<n>/).
-      model: the trained `ClassifierModel` (built).
-      config: its `ElectraConfig`.
-      vocab_file: the vocabulary it was fine-tuned with.
-      labels: class names in logit order (empty for regression).
-      task: task name (informative).
-      pair: the task takes sentence pairs.
-      max_seq_length: the fine-tuning sequence length.
-      regression: one output score instead of classes.
-      two_layer_head: the head was built with two_layer_head=True.
-      pooling: the head's pooling ("cls" or "mean").
-    """
-    from keras.src.saving import saving_lib
-
-    os.makedirs(output_dir, exist_ok=True)
-    config.to_json(os.path.join(output_dir, "config.json"))
-    target = os.path.join(output_dir, "vocab.txt")
-    if os.path.abspath(vocab_file) != os.path.abspath(target):
-        shutil.copyfile(vocab_file, target)
-    tmp = os.path.join(output_dir, CLASSIFIER_WEIGHTS + ".tmp.weights.h5")
-    saving_lib.save_weights_only(model, tmp)
-    os.replace(tmp, os.path.join(output_dir, CLASSIFIER_WEIGHTS))
-    meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
-            "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),
-            "pooling": pooling,
-            "max_seq_length": int(max_seq_length), "do_lower_case": bool(config.do_lower_case)}
-    with open(os.path.join(output_dir, CLASSIFIER_FILE), "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=2, sort_keys=True)
-        f.write("\n")
-    return output_dir
-
-
 def _vocab(model_dir):
-    from electra_tf.data.vocab import load_vocab
-
     path = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(path):
         raise ExportError(f"{model_dir} has no vocab.txt, which in-graph tokenization needs; copy the "
@@ -79,9 +45,6 @@ def _vocab(model_dir):
 
 def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
                          allow_untrained_head: bool = False) -> ServingModule:
-    from electra_tf.convert.common import absent_parts
-    from electra_tf.models.saving import load_discriminator
-
     absent = absent_parts(model_dir)
     if "discriminator_head" in absent and not allow_untrained_head:
         raise ExportError(f"{model_dir} was converted from a checkpoint without the discriminator head "
@@ -96,12 +59,6 @@ def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
 
 def load_classifier(model_dir: str):
     """Returns (ClassifierModel, ElectraConfig, classifier.json dict)."""
-    from keras.src.saving import saving_lib
-
-    from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
-    from electra_tf.models import build_encoder
-
     meta_path = os.path.join(model_dir, CLASSIFIER_FILE)
     weights = os.path.join(model_dir, CLASSIFIER_WEIGHTS)
     for path in (meta_path, weights, os.path.join(model_dir, "config.json")):
@@ -119,7 +76,7 @@ def load_classifier(model_dir: str):
     try:
         saving_lib.load_weights_only(model, weights)
     except ValueError as e:
-        raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({str(e).splitlines()[0]})") from None
+        raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({error_line(e)})") from None
     return model, config, meta
 
 
@@ -136,8 +93,6 @@ def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
                           f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
-    from electra_tf.paths import resolve_model_dir
-
     # A pre-training run directory: its model is in <run>/pretrained/.
     model_dir = resolve_model_dir(model_dir, "--model_dir", lambda line: print(line, file=sys.stderr, flush=True))
     if kind == DISCRIMINATOR:

@@ -7,14 +7,13 @@ Example (SST-2, three seeds, reference hyper-parameters for the model size):
 
 Writes <output_dir>/results.json (per-seed metrics and their median) and
 <output_dir>/seed_<n>/ (dev predictions, learning-rate multipliers), and
-prints a table. Bad inputs stop with one line naming the culprit and exit 2.
+prints a table. Bad inputs stop with one line naming the culprit and exit 2;
+Ctrl-C exits 130.
 Each seed checkpoints every --save_every steps: re-running the same command
 after a crash skips finished seeds and resumes the unfinished one.
 """
 
 from __future__ import annotations
-
-import sys
 
 from absl import flags
 
@@ -58,16 +57,18 @@ flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "one_device"], 
 flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                   "Keras dtype policy.")
 flags.DEFINE_string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
+flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); "
+                  "default: the model's config.json (as pre-trained), --[no]do_lower_case overrides it.")
 flags.DEFINE_integer("save_every", 1000, "Checkpoint every N steps (0: only at the end of each seed); "
                      "re-running the same command resumes from the last one.")
 flags.DEFINE_integer("log_every", 100, "Print a progress line (step, loss, learning rate) every N steps.")
 
 
 def main(argv):
+    from electra_tf.cli import report_error, report_interrupted
+
     if len(argv) > 1:
-        print(f"error: unexpected arguments {argv[1:]}; every option is a --flag", file=sys.stderr)
-        return 2
+        return report_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
     from electra_tf.config import ConfigError
     from electra_tf.data.vocab import VocabError
     from electra_tf.finetune import glue, squad, tagging
@@ -76,14 +77,11 @@ def main(argv):
 
     missing = [f"--{n}" for n in ("task", "init", "output_dir") if getattr(FLAGS, n) is None]
     if missing:
-        print(f"error: {', '.join(missing)} required (see --help)", file=sys.stderr)
-        return 2
+        return report_error(f"{', '.join(missing)} required (see --help)")
     try:
         seeds = [int(x) for x in FLAGS.seeds]
     except ValueError:
-        print(f"error: --seeds {','.join(FLAGS.seeds)!r} must be comma-separated integers, e.g. 1,2,3",
-              file=sys.stderr)
-        return 2
+        return report_error(f"--seeds {','.join(FLAGS.seeds)!r} must be comma-separated integers, e.g. 1,2,3")
     settings = Settings(
         task=FLAGS.task.lower(), init=FLAGS.init, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
         vocab_file=FLAGS.vocab_file, config=FLAGS.config, seeds=seeds,
@@ -109,8 +107,9 @@ def main(argv):
     try:
         run_task(settings)
     except expected as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report_error(str(e))
+    except KeyboardInterrupt:
+        return report_interrupted("re-run the same command to resume from the last checkpoint")
     return 0
 
 

@@ -14,11 +14,13 @@ import os
 import sys
 from typing import List, Optional, Sequence, Tuple
 
+from electra_tf.errors import ElectraError
+
 # GLUE's sentences can be long (MNLI parses); lift csv's 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
-class GlueDataError(ValueError):
+class GlueDataError(ElectraError, ValueError):
     """A GLUE data file or row that cannot be used."""
 
 

@@ -10,6 +10,16 @@ same command skips finished seeds and resumes an unfinished one at its last
 checkpoint, on the same batches an uninterrupted run would see next, so it
 ends with the same result. `<output_dir>/settings.json` guards against
 resuming with other settings.
+
+Casing: `do_lower_case` None (no --do_lower_case flag) means the model's own
+record, config.json's `do_lower_case` (written by pre-training from its data
+manifest, or by convert); an explicit flag overrides it. The resolved value is
+what settings.json, results.json and the saved classifier record, so export
+serves the model with the casing it was fine-tuned with.
+
+TensorFlow and the modules that import it (training/, models/, the task
+models, the tokenizer) are imported inside the functions that need them, so
+bad settings are refused before TensorFlow starts.
 """
 
 from __future__ import annotations
@@ -26,8 +36,12 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from electra_tf.config import ElectraConfig
+from electra_tf.data.fs import write_json_atomic
+from electra_tf.errors import ElectraError, error_line
 from electra_tf.finetune import glue, squad, squad_eval, tagging
 from electra_tf.finetune.metrics import compute_metrics
+from electra_tf.paths import output_dir_problem, resolve_model_dir
 
 log = logging.getLogger("electra_tf.finetune")
 
@@ -41,7 +55,7 @@ CHECKPOINT_DIR = "checkpoints"  # in seed_<n>/: removed when the seed is done
 _RESUMABLE_CHANGES = ("seeds", "log_every")
 
 
-class FinetuneError(ValueError):
+class FinetuneError(ElectraError, ValueError):
     """Bad command-line settings or inputs."""
 
 
@@ -83,7 +97,7 @@ class Settings:
     strategy: str = "default"
     mixed_precision: str = "float32"
     tfds_data_dir: Optional[str] = None
-    do_lower_case: bool = True
+    do_lower_case: Optional[bool] = None  # None: config.json's do_lower_case (see the module docstring)
     save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
     log_every: int = 100  # progress line every N steps
 
@@ -130,8 +144,6 @@ def find_init_files(init: str, config_flag: Optional[str], vocab_flag: Optional[
     search_dir = None
     if init != "random":
         if os.path.isdir(init):
-            from electra_tf.paths import resolve_model_dir
-
             # A pre-training run directory: its model is in <run>/pretrained/.
             init = resolve_model_dir(init, "--init", lambda line: print(line, flush=True))
             search_dir = init
@@ -140,7 +152,8 @@ def find_init_files(init: str, config_flag: Optional[str], vocab_flag: Optional[
                     weights = os.path.join(init, name)
                     break
             if weights is None:
-                import tensorflow as tf
+                import tensorflow as tf  # deferred: see the module docstring
+
                 for d in (init, os.path.join(init, "checkpoints")):
                     if os.path.isdir(d) and tf.train.latest_checkpoint(d):
                         weights = tf.train.latest_checkpoint(d)
@@ -177,19 +190,19 @@ def load_encoder_weights(encoder, path: str) -> None:
         layer is it), a `.keras` file of such a model, or a TF checkpoint prefix
         whose object graph has the encoder under `encoder` or `discriminator`.
     """
-    import keras
+    import keras  # deferred: see the module docstring
     import tensorflow as tf
+    from keras.src.saving import saving_lib  # load_weights_only: strict, into the built encoder
 
     if path.endswith(".weights.h5"):
-        from keras.src.saving import saving_lib
         try:
             saving_lib.load_weights_only(encoder, path)
         except ValueError as e:
             raise FinetuneError(
-                f"--init {path} does not fit the model config ({_first_line(e)}); pass the config.json "
+                f"--init {path} does not fit the model config ({error_line(e)}); pass the config.json "
                 f"of the model that wrote it with --config") from None
         except OSError as e:
-            raise FinetuneError(f"--init {path} is not a readable .weights.h5 file ({_first_line(e)}); "
+            raise FinetuneError(f"--init {path} is not a readable .weights.h5 file ({error_line(e)}); "
                                 f"pass the pre-training output directory") from None
         return
     if path.endswith(".keras"):
@@ -201,7 +214,7 @@ def load_encoder_weights(encoder, path: str) -> None:
                 raise FinetuneError(
                     f"--init {path} contains Python code (a Lambda layer), which is never executed; "
                     f"pass a .weights.h5 file or a model directory written by electra_tf") from None
-            raise FinetuneError(f"--init {path} is not a model electra_tf can load ({_first_line(e)}); "
+            raise FinetuneError(f"--init {path} is not a model electra_tf can load ({error_line(e)}); "
                                 f"pass a .weights.h5 file or a model directory") from None
         source = saved if hasattr(saved, "transformer_layers") else next(
             (l for l in saved.layers if hasattr(l, "transformer_layers")), None)
@@ -210,13 +223,13 @@ def load_encoder_weights(encoder, path: str) -> None:
         try:
             encoder.set_weights(source.get_weights())
         except ValueError as e:
-            raise FinetuneError(f"--init {path} does not fit the model config ({_first_line(e)}); pass "
+            raise FinetuneError(f"--init {path} does not fit the model config ({error_line(e)}); pass "
                                 f"the config.json of that model with --config") from None
         return
     try:
         names = [n for n, _ in tf.train.list_variables(path)]
     except (tf.errors.OpError, ValueError) as e:
-        raise FinetuneError(f"{path}: not a readable TF checkpoint ({str(e).splitlines()[0]}); "
+        raise FinetuneError(f"{path}: not a readable TF checkpoint ({error_line(e)}); "
                             f"pass a .weights.h5 file or a run directory") from None
     for key in ("discriminator", "encoder"):
         stored = [n for n in names if n.startswith(key + "/") and n.endswith("VARIABLE_VALUE")
@@ -240,7 +253,7 @@ def load_encoder_weights(encoder, path: str) -> None:
 # ----------------------------------------------------------------------------
 
 def _glue_data(s: Settings, task, tokenizer, max_seq_length):
-    from electra_tf.finetune.tokenization import encode_classification
+    from electra_tf.finetune.tokenization import encode_classification  # imports TensorFlow
 
     train = glue.load_glue(task, s.data_dir, "train", s.max_train_examples, s.tfds_data_dir)
     if task.double_unordered and s.double_unordered:
@@ -275,14 +288,14 @@ def _tagging_files(s: Settings):
 # ----------------------------------------------------------------------------
 
 def _strategy(name: str):
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: see the module docstring
+
+    from electra_tf.training.distribution import mirrored_strategy
 
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         # One per process, shared with pre-training and every seed (see there).
-        from electra_tf.pretraining.distribution import mirrored_strategy
-
         return mirrored_strategy()
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
@@ -291,7 +304,7 @@ def _strategy(name: str):
 
 
 def _dataset(x: dict, y, batch_size, shuffle_seed=None):
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: see the module docstring
 
     ds = tf.data.Dataset.from_tensor_slices((x, y) if y is not None else (x,))
     if shuffle_seed is not None:
@@ -299,13 +312,21 @@ def _dataset(x: dict, y, batch_size, shuffle_seed=None):
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
-def _compile(model, encoder, s: Settings, lr, decay, steps):
-    from electra_tf.finetune.layerwise_lr import LayerwiseAdamW, WarmupLinearDecay, layerwise_lr_multipliers
+def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
+    """Fine-tuning's optimizer: the shared `ElectraAdamW` (training/optimization.py).
+
+    Layer-wise learning rates, the reference's warmup + linear decay, and
+    --clip_norm applied to the replica-summed gradient, as in pre-training (so
+    --strategy mirrored takes the same step as one device). Returns
+    (optimizer, {variable path: lr multiplier}).
+    """
+    from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
+    from electra_tf.training.optimization import WarmupLinearDecay, adamw
 
     mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
     schedule = WarmupLinearDecay(lr, int(round(s.warmup_proportion * steps)), steps)
-    opt = LayerwiseAdamW(mult, learning_rate=schedule, weight_decay=s.weight_decay, beta_1=0.9,
-                         beta_2=0.999, epsilon=1e-6, global_clipnorm=s.clip_norm or None)
+    opt = adamw(schedule, weight_decay=s.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                clip_norm=s.clip_norm or None, lr_multipliers=mult)
     return opt, mult
 
 
@@ -317,29 +338,18 @@ def _steps(n_train, s: Settings, epochs):
     return total, steps_per_epoch
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def _write_json_atomic(path: str, value) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
-    os.replace(path + ".tmp", path)
-
-
 def _write_settings(path: str, fixed: Dict) -> None:
     if not os.path.isfile(path):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        _write_json_atomic(path, fixed)
+        write_json_atomic(path, fixed)
 
 
 def _progress_callback(total_steps: int, save_every: int, log_every: int, checkpoints):
     """Progress lines every `log_every` steps; a checkpoint every `save_every` steps and
     at the last one; stops at exactly `total_steps`."""
-    import keras
+    import keras  # deferred: see the module docstring
 
-    from electra_tf.pretraining.callbacks import current_learning_rate
+    from electra_tf.training.callbacks import current_learning_rate
 
     class Progress(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -391,12 +401,13 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
       on_ready: called once the model and its --init weights loaded, before
         anything is written (run_task writes settings.json there).
     """
-    import keras
-    import tensorflow as tf
+    import keras  # deferred: see the module docstring
 
+    from electra_tf.finetune.classifier_dir import save_classifier
     from electra_tf.finetune.tasks import ClassifierModel, SquadModel, TaggerModel, build_and_call
     from electra_tf.models import build_encoder
-    from electra_tf.pretraining.callbacks import CheckpointError, CheckpointManager, current_learning_rate
+    from electra_tf.training.callbacks import current_learning_rate
+    from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 
     keras.utils.set_random_seed(seed)
     strategy = _strategy(s.strategy)
@@ -427,7 +438,7 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
             x_tr, y_tr = data["train"], None
             n_train = len(x_tr["input_ids"])
         total, _ = _steps(n_train, s, s.epochs)
-        opt, mult = _compile(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
+        opt, mult = make_optimizer(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
         if task in glue.GLUE_TASKS:
             t = glue.GLUE_TASKS[task]
             loss = (keras.losses.MeanSquaredError() if t.is_regression
@@ -460,16 +471,14 @@ def run_seed(s: Settings, seed: int, cfg, tokenizer, weights, data, seed_dir, on
               "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
     result.update(_evaluate(model, s, data, seed_dir))
     if task in glue.GLUE_TASKS:
-        # Weights + labels so `python -m electra_tf.export --kind classifier` can serve it.
-        from electra_tf.export.loading import save_classifier
-
+        # Weights + labels (+ the casing the tokenizer used) so `python -m electra_tf.export
+        # --kind classifier` can serve it as it was trained.
         t = glue.GLUE_TASKS[task]
         save_classifier(seed_dir, model, cfg, tokenizer.vocab_file, t.labels, task,
                         pair=t.text_b is not None, max_seq_length=s.max_seq_length,
                         regression=t.is_regression, two_layer_head=s.two_layer_head,
-                        pooling=s.pooling)
-    with open(os.path.join(seed_dir, "lr_multipliers.json"), "w") as f:
-        json.dump(mult, f, indent=1)
+                        pooling=s.pooling, do_lower_case=tokenizer.do_lower_case)
+    write_json_atomic(os.path.join(seed_dir, "lr_multipliers.json"), mult, indent=1)
     if start_step:
         result["resumed_from_step"] = start_step
     return result
@@ -505,13 +514,10 @@ def _evaluate(model, s: Settings, data, seed_dir) -> Dict:
             s.n_best_size, s.max_answer_length)
         kept = {e.qas_id for e in examples}
         raw = _filter_squad(raw, kept)
-        with open(os.path.join(seed_dir, "predictions.json"), "w") as f:
-            json.dump(preds, f, indent=1)
-        with open(os.path.join(seed_dir, "nbest_predictions.json"), "w") as f:
-            json.dump(nbest, f)
+        write_json_atomic(os.path.join(seed_dir, "predictions.json"), preds, indent=1)
+        write_json_atomic(os.path.join(seed_dir, "nbest_predictions.json"), nbest, indent=None)
         if SQUAD_TASKS[task]:
-            with open(os.path.join(seed_dir, "null_odds.json"), "w") as f:
-                json.dump(null, f)
+            write_json_atomic(os.path.join(seed_dir, "null_odds.json"), null, indent=None)
             return squad_eval.evaluate_v2(raw, preds, null)
         return squad_eval.evaluate_v1(raw, preds)
     x = data["dev"]
@@ -631,16 +637,13 @@ def run_task(s: Settings) -> Dict:
     Returns:
       the results dictionary written to `<output_dir>/results.json`.
     """
-    from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.tokenization import FinetuneTokenizer
+    from electra_tf.finetune.tokenization import FinetuneTokenizer  # imports TensorFlow
 
     if s.task not in ALL_TASKS:
         raise FinetuneError(f"unknown --task {s.task!r}; choose one of {', '.join(ALL_TASKS)}")
     if s.mixed_precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
         raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; use float32, mixed_float16 or mixed_bfloat16")
     check_numbers(s)
-    from electra_tf.paths import output_dir_problem
-
     problem = output_dir_problem(s.output_dir)
     if problem:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
@@ -656,6 +659,9 @@ def run_task(s: Settings) -> Dict:
     if s.max_seq_length > cfg.max_position_embeddings:
         raise FinetuneError(f"--max_seq_length {s.max_seq_length} exceeds the model's "
                             f"max_position_embeddings {cfg.max_position_embeddings}; lower it")
+    if s.do_lower_case is None:
+        # The casing the model was pre-trained with (config.json records it); --do_lower_case overrides.
+        s.do_lower_case = bool(cfg.do_lower_case)
     tokenizer = FinetuneTokenizer(vocab_path, s.do_lower_case)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise FinetuneError(f"vocab file {vocab_path} has {tokenizer.vocab_size} tokens but the config says "
@@ -672,7 +678,8 @@ def run_task(s: Settings) -> Dict:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
                                 f"({', '.join(changed)} differ from {settings_path}); re-run with the same "
                                 f"flags to resume it, or pass a new --output_dir")
-    import keras
+    import keras  # deferred: see the module docstring
+
     keras.mixed_precision.set_global_policy(s.mixed_precision)
     data = prepare_data(s, tokenizer)
     results = []
@@ -687,7 +694,7 @@ def run_task(s: Settings) -> Dict:
         else:
             results.append(run_seed(s, seed, cfg, tokenizer, weights, data, seed_dir,
                                     on_ready=lambda: _write_settings(settings_path, fixed)))
-            _write_json_atomic(done_path, results[-1])
+            write_json_atomic(done_path, results[-1])
         # The seed's outputs are complete: its checkpoints are no longer needed.
         shutil.rmtree(os.path.join(seed_dir, CHECKPOINT_DIR), ignore_errors=True)
     median = _median(results)
@@ -703,7 +710,7 @@ def run_task(s: Settings) -> Dict:
     out = {"task": s.task, "init": s.init, "weights": weights, "config": config_path, "vocab_file": vocab_path,
            "model_size": cfg.model_size, "settings": settings, "metrics": keys,
            "seeds": results, "median": median}
-    _write_json_atomic(os.path.join(s.output_dir, "results.json"), out)
+    write_json_atomic(os.path.join(s.output_dir, "results.json"), out)
     scale = 1.0 if s.task in SQUAD_TASKS else 100.0  # the SQuAD evaluator reports percent already
     print(format_table(s.task, results, median, keys, scale), flush=True)
     return out

@@ -20,8 +20,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from electra_tf.errors import ElectraError
 
-class SquadDataError(ValueError):
+
+class SquadDataError(ElectraError, ValueError):
     """A SQuAD file or example that cannot be used."""
 
 

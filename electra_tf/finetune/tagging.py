@@ -14,8 +14,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from electra_tf.errors import ElectraError
 
-class TaggingDataError(ValueError):
+
+class TaggingDataError(ElectraError, ValueError):
     """A CoNLL file or label that cannot be used."""
 
 

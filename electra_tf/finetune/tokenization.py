@@ -31,6 +31,7 @@ class FinetuneTokenizer:
         self.vocab = load_vocab(vocab_file)
         self.special = special_token_ids(self.vocab)
         self.vocab_file = vocab_file
+        self.do_lower_case = bool(do_lower_case)  # what the saved classifier records for serving
         self._tf = tf
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=self.vocab, lower_case_nfd_strip_accents=do_lower_case,

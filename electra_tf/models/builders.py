@@ -13,6 +13,7 @@ def build_embeddings(config, name="embeddings"):
         dropout=config.hidden_dropout_prob,
         layer_norm_epsilon=config.layer_norm_eps,
         initializer_range=config.initializer_range,
+        fused_kernels=config.fused_kernels,
         name=name,
     )
 
@@ -29,6 +30,7 @@ def build_encoder(config, embeddings=None, name="discriminator"):
         activation=config.hidden_act,
         layer_norm_epsilon=config.layer_norm_eps,
         initializer_range=config.initializer_range,
+        fused_kernels=config.fused_kernels,
         name=name,
     )
 
@@ -45,5 +47,6 @@ def build_generator_encoder(config, embeddings, name="generator"):
         activation=config.hidden_act,
         layer_norm_epsilon=config.layer_norm_eps,
         initializer_range=config.initializer_range,
+        fused_kernels=config.fused_kernels,
         name=name,
     )

@@ -24,6 +24,8 @@ class ElectraEmbeddings(keras.layers.Layer):
         dropout: dropout rate after the LayerNorm.
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
         initializer_range: stddev of the truncated-normal initializer.
+        fused_kernels: draw the dropout mask with `fused_ops` (hashed bits, per
+            replica) instead of Keras' `Dropout`; same rate either way.
 
     Example:
 
@@ -41,9 +43,11 @@ class ElectraEmbeddings(keras.layers.Layer):
         dropout=0.1,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        fused_kernels=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.fused_kernels = fused_kernels
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.max_positions = max_positions
@@ -84,6 +88,8 @@ class ElectraEmbeddings(keras.layers.Layer):
         tokens = self.token_embedding(input_ids)
         x = tokens + self.position_embedding(tokens) + self.segment_embedding(segment_ids)
         x = self.layer_norm(x)
+        if not self.fused_kernels:
+            return self.dropout_layer(x, training=training)
         # Keras' rate and seed generator, cheaper bits, per-replica masks (fused_ops).
         return fused_ops.dropout(self.dropout_layer, x, training=training)
 
@@ -98,6 +104,7 @@ class ElectraEmbeddings(keras.layers.Layer):
             max_positions=self.max_positions,
             num_segments=self.num_segments,
             dropout=self.dropout,
+            fused_kernels=self.fused_kernels,
             layer_norm_epsilon=self.layer_norm_epsilon,
             initializer_range=self.initializer_range,
         )

@@ -1,12 +1,10 @@
 """The Transformer encoder used by both the generator and the discriminator."""
 
 import keras
-import keras_hub
 
 from electra_tf.models.embeddings import ElectraEmbeddings
-from electra_tf.models.fast_block import key_mask, supports_fast_path, transformer_block
-from electra_tf.models.heads import gelu_activation
 from electra_tf.models.initializers import electra_initializer
+from electra_tf.models.transformer_block import TransformerBlock, key_mask
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -15,7 +13,7 @@ class ElectraEncoder(keras.layers.Layer):
 
     The layer layout mirrors `keras_hub.models.ElectraBackbone` one to one
     (token/position/segment embeddings, embeddings LayerNorm, projection,
-    `TransformerEncoder` blocks), except that the activation is the exact erf
+    post-LN Transformer blocks with keras-hub's variable shapes), except that the activation is the exact erf
     GELU of the original ELECTRA (keras-hub uses the tanh approximation) and
     there is no pooler (the original has none).
 
@@ -30,6 +28,8 @@ class ElectraEncoder(keras.layers.Layer):
         activation: "gelu" (exact, reference) or "gelu_approximate".
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
         initializer_range: stddev of the truncated-normal initializer.
+        fused_kernels: run the blocks on the fused path (`TransformerBlock`);
+            the variables and the maths are the same either way.
 
     Inputs: a dict with int `input_ids`, `input_mask` (1 = real token) and
     `segment_ids`, each [batch, seq]. Output: [batch, seq, hidden_dim].
@@ -44,10 +44,6 @@ class ElectraEncoder(keras.layers.Layer):
     TensorShape([2, 5, 16])
     """
 
-    # Run the blocks through `fast_block.transformer_block` (class-wide switch,
-    # for A/B benchmarks; the variables are the same either way).
-    use_fast_block = True
-
     def __init__(
         self,
         embeddings,
@@ -59,6 +55,7 @@ class ElectraEncoder(keras.layers.Layer):
         activation="gelu",
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        fused_kernels=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -73,6 +70,7 @@ class ElectraEncoder(keras.layers.Layer):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.fused_kernels = fused_kernels
         init = electra_initializer(initializer_range)
         self.embeddings_projection = None
         if embeddings.embedding_dim != hidden_dim:
@@ -80,15 +78,15 @@ class ElectraEncoder(keras.layers.Layer):
                 hidden_dim, kernel_initializer=init, dtype=self.dtype_policy,
                 name="embeddings_projection",
             )
-        act = gelu_activation(activation)
         self.transformer_layers = [
-            keras_hub.layers.TransformerEncoder(
-                intermediate_dim=intermediate_dim,
+            TransformerBlock(
                 num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
                 dropout=dropout,
-                activation=act,
+                activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
-                kernel_initializer=electra_initializer(initializer_range),
+                initializer_range=initializer_range,
+                fused=fused_kernels,
                 dtype=self.dtype_policy,
                 name=f"transformer_layer_{i}",
             )
@@ -111,15 +109,9 @@ class ElectraEncoder(keras.layers.Layer):
         x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
-        padding_mask = inputs["input_mask"]
-        if self.use_fast_block and all(map(supports_fast_path, self.transformer_layers)):
-            # Same variables and maths, fewer and larger matmuls: see fast_block.py.
-            mask = key_mask(padding_mask)
-            for layer in self.transformer_layers:
-                x = transformer_block(layer, x, mask, training=training)
-            return x
+        mask = key_mask(inputs["input_mask"])  # built once, shared by every block
         for layer in self.transformer_layers:
-            x = layer(x, padding_mask=padding_mask, training=training)
+            x = layer(x, mask, training=training)
         return x
 
     def compute_output_shape(self, input_shape):
@@ -137,5 +129,6 @@ class ElectraEncoder(keras.layers.Layer):
             activation=self.activation,
             layer_norm_epsilon=self.layer_norm_epsilon,
             initializer_range=self.initializer_range,
+            fused_kernels=self.fused_kernels,
         )
         return config

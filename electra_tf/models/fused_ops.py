@@ -1,4 +1,4 @@
-"""Fused element-wise work for the encoder's fast path (see fast_block.py).
+"""Fused element-wise work for the encoder's fast path (see transformer_block.py).
 
 On CPU an ELECTRA step spends a large share of its time outside the matmuls,
 in TensorFlow's one-kernel-per-op element-wise work, each op a full pass over
@@ -29,7 +29,7 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf.objectives.random import _GOLDEN, mix32, row_keys
+from electra_tf.numerics import GOLDEN, mix32, row_keys
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -73,7 +73,7 @@ def _keep(key, threshold, like):
     """Boolean keep mask shaped like `like`, from (key, flat element index); inside XLA."""
     shape = tf.shape(like)
     index = tf.cast(tf.reshape(tf.range(tf.reduce_prod(shape)), shape), tf.uint32)
-    bits = mix32(tf.bitwise.bitwise_xor(index * tf.constant(_GOLDEN, tf.uint32), key))
+    bits = mix32(tf.bitwise.bitwise_xor(index * tf.constant(GOLDEN, tf.uint32), key))
     return bits >= tf.constant(threshold, tf.uint32)
 
 

@@ -1,36 +1,79 @@
 """Pre-training heads: the generator's masked-LM head and the discriminator's."""
 
 import keras
-import keras_hub
 
 from electra_tf.models.initializers import electra_initializer
+from electra_tf.models.transformer_block import gelu_activation
 
 
-def gelu_activation(name):
-    """"gelu" -> exact erf GELU (reference); "gelu_approximate" -> tanh form."""
-    if name == "gelu_approximate":
-        return lambda x: keras.activations.gelu(x, approximate=True)
-    if name == "gelu":
-        return keras.activations.gelu
-    raise ValueError(f"unknown activation {name!r}; use 'gelu' or 'gelu_approximate'")
+@keras.saving.register_keras_serializable(package="electra_tf")
+class MaskedLMHead(keras.layers.Layer):
+    """Masked-LM head: gather -> dense(E, gelu) -> LayerNorm -> tied softmax weights + bias.
+
+    The masked positions are gathered first, so logits are [batch, P, vocab]
+    rather than [batch, seq, vocab]: the vocabulary projection, the largest
+    matmul of the generator, runs on ~15% of the tokens. The output weights are
+    the token embedding table (`token_embedding(x, reverse=True)`), as in
+    BERT/ELECTRA; only the output bias is the head's own. Variables and maths
+    follow keras-hub's `MaskedLMHead` with exact GELU, so `convert/` maps them
+    one to one.
+
+    Args:
+        token_embedding: a `keras_hub.layers.ReversibleEmbedding` (the shared table).
+        layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
+        initializer_range: stddev of the truncated-normal dense initializer.
+        activation: "gelu" (exact) or "gelu_approximate".
+
+    Call with `inputs` [batch, seq, width] and `mask_positions` int [batch, P];
+    returns logits [batch, P, vocab] in the compute dtype.
+    """
+
+    def __init__(self, token_embedding, layer_norm_epsilon=1e-12, initializer_range=0.02,
+                 activation="gelu", **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(token_embedding, dict):
+            token_embedding = keras.layers.deserialize(token_embedding)
+        self.token_embedding = token_embedding
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.activation = activation
+        self.intermediate_dense = keras.layers.Dense(
+            token_embedding.output_dim, activation=gelu_activation(activation),
+            kernel_initializer=electra_initializer(initializer_range), dtype=self.dtype_policy,
+            name="intermediate_dense")
+        self.intermediate_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="intermediate_layer_norm")
+
+    def build(self, inputs_shape, mask_positions_shape=None):
+        width = self.token_embedding.output_dim
+        self.intermediate_dense.build((inputs_shape[0], None, inputs_shape[-1]))
+        self.intermediate_layer_norm.build((inputs_shape[0], None, width))
+        self.bias = self.add_weight(name="output_bias", shape=[self.token_embedding.input_dim],
+                                    initializer="zeros", dtype=self.variable_dtype)
+        self.built = True
+
+    def call(self, inputs, mask_positions):
+        x = keras.ops.take_along_axis(inputs, keras.ops.expand_dims(mask_positions, -1), axis=1)
+        x = self.intermediate_layer_norm(self.intermediate_dense(x))
+        logits = keras.ops.cast(self.token_embedding(x, reverse=True), self.compute_dtype)
+        return logits + keras.ops.cast(self.bias, self.compute_dtype)
+
+    def compute_output_shape(self, inputs_shape, mask_positions_shape):
+        return tuple(mask_positions_shape) + (self.token_embedding.input_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(token_embedding=keras.layers.serialize(self.token_embedding),
+                      layer_norm_epsilon=self.layer_norm_epsilon,
+                      initializer_range=self.initializer_range, activation=self.activation)
+        return config
 
 
 def build_generator_head(token_embedding, layer_norm_epsilon=1e-12,
                          initializer_range=0.02, name="generator_predictions"):
-    """Masked-LM head: dense(E, gelu) -> LayerNorm -> tied softmax weights + bias.
-
-    keras-hub's `MaskedLMHead` gathers the masked positions first, so logits are
-    [batch, P, vocab] rather than [batch, seq, vocab]: the vocabulary projection,
-    the largest matmul of the generator, runs on ~15% of the tokens.
-    Its defaults (relu, eps 1e-5) are not ELECTRA's; exact GELU and 1e-12 are.
-    """
-    return keras_hub.layers.MaskedLMHead(
-        token_embedding=token_embedding,
-        intermediate_activation=keras.activations.gelu,
-        layer_norm_epsilon=layer_norm_epsilon,
-        kernel_initializer=electra_initializer(initializer_range),
-        name=name,
-    )
+    """The generator's (or an MLM network's) `MaskedLMHead` on the shared table."""
+    return MaskedLMHead(token_embedding, layer_norm_epsilon=layer_norm_epsilon,
+                        initializer_range=initializer_range, name=name)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

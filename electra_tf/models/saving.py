@@ -27,20 +27,30 @@ The generator has no `.keras` file: its head shares the token table with its
 encoder, a tie that Keras' whole-model format does not restore. Files are
 written under a temporary name and renamed, so a crash never leaves a
 half-written file under a final name.
+
+A directory written by `convert` also holds conversion.json: where the weights
+came from and which parts the source lacked (`absent_parts`), so tools that
+serve a part (export) can refuse one that was never trained.
+
+Rebuilding the whole `ElectraPretrainer` from a directory belongs to the
+pre-training layer above: `electra_tf.pretraining.saving.load_pretrainer`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
-from keras.src.saving import saving_lib
+from keras.src.saving import saving_lib  # save/load_weights_only: weights of one layer, no model wrapper
 
 from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
-from electra_tf.data.vocab import special_token_ids
+from electra_tf.data.fs import write_text_atomic
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
+from electra_tf.models import legacy_weights
 from electra_tf.models.heads import DiscriminatorHead, build_generator_head
+from electra_tf.errors import ElectraError, error_line
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -52,10 +62,11 @@ MLM_HEAD_FILE = "mlm_head.weights.h5"
 COPY_HEAD_FILE = "copy_head.weights.h5"
 PRETRAINER_FILE = "pretrainer.weights.h5"
 DISCRIMINATOR_KERAS_FILE = "discriminator.keras"
+CONVERSION_FILE = "conversion.json"  # written by convert: source and per-part status
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
-class ModelDirError(ValueError):
+class ModelDirError(ElectraError, ValueError):
     """A model directory that is missing files or does not match its config."""
 
 
@@ -65,30 +76,40 @@ def _save_layer(layer, path):
     os.replace(tmp, path)
 
 
-def _load_layer(layer, path):
+def load_layer(layer, path):
+    """Loads `path` (.weights.h5) into a built layer; ModelDirError when missing or mismatched."""
     if not os.path.isfile(path):
         raise ModelDirError(f"{path} is missing; pass a directory written by electra_tf (pretrain or convert)")
+    source = path
     try:
-        saving_lib.load_weights_only(layer, path)
-    except ValueError as e:
+        if legacy_weights.is_legacy(path):  # written by electra_tf 0.1: rename its groups
+            source = legacy_weights.current_copy(path)
+        saving_lib.load_weights_only(layer, source)
+    except (ValueError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(
             f"{path} does not fit the model described by config.json ({first}); "
             "check that the config belongs to these weights"
         ) from None
+    finally:
+        if source != path:
+            os.remove(source)
 
 
 def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None) -> str:
     """Writes an `ElectraPretrainer` in the model-directory layout above."""
     os.makedirs(model_dir, exist_ok=True)
-    pretrainer.config.to_json(os.path.join(model_dir, CONFIG_FILE + ".tmp"))
-    os.replace(os.path.join(model_dir, CONFIG_FILE + ".tmp"), os.path.join(model_dir, CONFIG_FILE))
+    write_text_atomic(os.path.join(model_dir, CONFIG_FILE), pretrainer.config.to_json())
     if vocab_file is not None:
         target = os.path.join(model_dir, VOCAB_FILE)
         if os.path.abspath(vocab_file) != os.path.abspath(target):
             shutil.copyfile(vocab_file, target + ".tmp")
             os.replace(target + ".tmp", target)
-    _save_layer(pretrainer.discriminator, os.path.join(model_dir, DISCRIMINATOR_FILE))
+    # The encoder to fine-tune as a plain encoder: with embedding_sharing=gdes the
+    # pre-trainer merges its token table (E_gen + E_delta) into a copy.
+    merged = getattr(pretrainer, "merged_discriminator", None)
+    encoder = merged() if merged is not None else pretrainer.discriminator
+    _save_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
     # Objective-dependent parts: absent layers (e.g. mlm's generator) are skipped.
     for attribute, name in (("discriminator_head", DISCRIMINATOR_HEAD_FILE),
                             ("generator", GENERATOR_FILE), ("generator_head", GENERATOR_HEAD_FILE),
@@ -99,7 +120,7 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
     _save_layer(pretrainer, os.path.join(model_dir, PRETRAINER_FILE))
     if getattr(pretrainer, "discriminator_head", None) is not None:
         keras_path = os.path.join(model_dir, DISCRIMINATOR_KERAS_FILE)
-        discriminator_model(pretrainer.discriminator, pretrainer.discriminator_head).save(
+        discriminator_model(encoder, pretrainer.discriminator_head).save(
             keras_path + ".tmp.keras")
         os.replace(keras_path + ".tmp.keras", keras_path)
     return model_dir
@@ -132,7 +153,7 @@ def load_encoder(model_dir: str):
     """Returns (encoder, config): the full-size encoder to fine-tune, for every objective."""
     config = load_config(model_dir)
     encoder = _built(build_encoder(config), config)
-    _load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
+    load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
     return encoder, config
 
 
@@ -147,7 +168,7 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
     head = DiscriminatorHead(config.hidden_size, config.initializer_range,
                              activation=config.hidden_act, name="discriminator_predictions")
     head.build((None, config.max_seq_length, config.hidden_size))
-    _load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
+    load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
     return encoder, head, config
 
 
@@ -159,23 +180,25 @@ def load_generator(model_dir: str):
                             f"which has no generator")
     embeddings = build_embeddings(config)
     encoder = _built(build_generator_encoder(config, embeddings), config)
-    _load_layer(encoder, os.path.join(model_dir, GENERATOR_FILE))
+    load_layer(encoder, os.path.join(model_dir, GENERATOR_FILE))
     head = build_generator_head(embeddings.token_embedding, config.layer_norm_eps,
                                 config.initializer_range)
     head.build((None, config.max_seq_length, config.generator_hidden_dim),
                (None, config.predictions_per_seq))
-    _load_layer(head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
+    load_layer(head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
     return encoder, head, config
 
 
-def load_pretrainer(model_dir: str):
-    """Rebuilds the `ElectraPretrainer` (needs vocab.txt for the special ids)."""
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+def read_conversion_record(model_dir: str) -> Optional[dict]:
+    """conversion.json of a converted model directory (None for a pre-trained one)."""
+    path = os.path.join(model_dir, CONVERSION_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
-    config = load_config(model_dir)
-    vocab = os.path.join(model_dir, VOCAB_FILE)
-    if not os.path.isfile(vocab):
-        raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
-    model = ElectraPretrainer(config, special_token_ids(vocab))
-    _load_layer(model, os.path.join(model_dir, PRETRAINER_FILE))
-    return model
+
+def absent_parts(model_dir: str) -> List[str]:
+    """Parts a conversion left at their initial values (empty for trained models)."""
+    record = read_conversion_record(model_dir) or {}
+    return sorted(p for p, s in record.get("parts", {}).items() if s != "converted")

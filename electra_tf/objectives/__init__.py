@@ -1,4 +1,10 @@
-"""The pre-training objective: masking, generator sampling, labels and losses."""
+"""The pre-training objectives and their building blocks.
+
+One module per objective (`electra.py`, `mlm.py`, ..., `electric.py`), each an
+`base.Objective` subclass, found by name through `registry.get_objective`;
+the shared pieces are the functions re-exported here: masking, generator
+sampling, labels and losses. Nothing here imports the pre-training layer.
+"""
 
 from electra_tf.objectives.losses import (
     all_tokens_mlm_loss,

@@ -21,6 +21,20 @@ import time
 from typing import Callable, List, Optional
 
 from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.data import manifest as mf
+from electra_tf.data.build_pretraining_data import build_pretraining_data
+from electra_tf.data.build_vocab import build_vocab
+from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
+from electra_tf.data.vocab import load_vocab, special_token_ids
+from electra_tf.errors import ElectraError, error_line
+from electra_tf.models.saving import save_pretrained
+from electra_tf.paths import is_remote, output_dir_problem
+from electra_tf.pretraining import distribution
+from electra_tf.pretraining.callbacks import (CheckpointError, CheckpointManager, PretrainingCallback,
+                                              StopOnNonFiniteLoss, current_learning_rate)
+from electra_tf.pretraining.optimization import create_optimizer
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
@@ -45,7 +59,7 @@ FINAL_DIR = "pretrained"
 RESUME_KEYS = ("config", "train_steps", "batch_size", "grad_accum_steps", "mixed_precision", "seed")
 
 
-class PretrainError(ValueError):
+class PretrainError(ElectraError, ValueError):
     """Bad flags or inputs; the message names the culprit and the fix."""
 
 
@@ -92,7 +106,7 @@ def _positive(name: str, value, allow_none=True):
 def _resolve_config_path(path: Optional[str]) -> str:
     if path is None:
         return DEFAULT_CONFIG
-    if os.path.isfile(path) or "://" in path:
+    if os.path.isfile(path) or is_remote(path):
         return path
     in_repo = os.path.join(REPO_ROOT, path)
     if os.path.isfile(in_repo):
@@ -118,11 +132,7 @@ def _read_json(path: str):
 
 
 def _write_json(path: str, value) -> None:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    write_json_atomic(path, value, sort_keys=True)
 
 
 def _split_sample_corpus(work_dir: str):
@@ -136,16 +146,12 @@ def _split_sample_corpus(work_dir: str):
     eval_txt = os.path.join(work_dir, "eval.txt")
     for path, part in ((train_txt, docs[:-DEMO_EVAL_DOCS]), (eval_txt, docs[-DEMO_EVAL_DOCS:])):
         if not os.path.isfile(path):
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                f.write("\n\n".join(part) + "\n")
-            os.replace(path + ".tmp", path)
+            write_text_atomic(path, "\n\n".join(part) + "\n")
     return train_txt, eval_txt, len(docs)
 
 
 def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callable[[str], None]):
     """Builds vocab.txt and train/eval shards from the sample corpus (once) inside model_dir."""
-    from electra_tf.data.build_pretraining_data import build_pretraining_data  # pylint: disable=import-outside-toplevel
-    from electra_tf.data.build_vocab import build_vocab  # pylint: disable=import-outside-toplevel
 
     corpus_dir = os.path.join(model_dir, "corpus")
     os.makedirs(corpus_dir, exist_ok=True)
@@ -167,7 +173,6 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
 
 
 def _manifest_of(data_dir: str, flag: str):
-    from electra_tf.data import manifest as mf  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if not tf.io.gfile.isdir(data_dir):
@@ -228,8 +233,6 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         _fail("--eval_data_dir/--vocab_file need --data_dir (without --data_dir the embedded default "
               "builds its own data from data/sample_corpus.txt)")
 
-    from electra_tf.pretraining import distribution  # pylint: disable=import-outside-toplevel
-
     strategy_name = distribution.resolve_name(opts.strategy, opts.tpu)
     if embedded and strategy_name in ("multi_worker", "tpu"):
         _fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
@@ -250,10 +253,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     model_dir = opts.model_dir or (DEFAULT_MODEL_DIR if embedded else None)
     if not model_dir:
         _fail("--model_dir is required with --data_dir (where checkpoints and the model go)")
-    remote = "://" in model_dir
+    remote = is_remote(model_dir)
     if not remote:
-        from electra_tf.paths import output_dir_problem  # pylint: disable=import-outside-toplevel
-
         problem = output_dir_problem(model_dir)
         if problem:
             _fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
@@ -268,9 +269,14 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             _manifest_of(eval_dir, "eval_data_dir")
         if not vocab_file:
             _fail("--vocab_file is required with --data_dir (the vocab.txt the shards were built with)")
-        from electra_tf.data.vocab import load_vocab  # pylint: disable=import-outside-toplevel
-
-        vocab_size = len(load_vocab(vocab_file)) if "://" not in vocab_file else None
+        lower = manifest.get("do_lower_case")
+        if lower is not None and bool(lower) != config.do_lower_case:
+            # The shards were tokenized with this casing: the model (config.json of the
+            # final directory, which fine-tuning and export read) must record it.
+            log(f"do_lower_case set to {bool(lower)} from {data_dir}/manifest.json "
+                f"(config said {config.do_lower_case})")
+            config = config.replace(do_lower_case=bool(lower))
+        vocab_size = len(load_vocab(vocab_file)) if not is_remote(vocab_file) else None
         want = manifest.get("vocab_sha256")
         if want and _sha256(vocab_file) != want:
             _fail(f"--vocab_file {vocab_file} is not the vocabulary the shards in {data_dir} were built "
@@ -332,9 +338,6 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             _fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
                   f"{run_path}); re-run with the same flags to resume it, or pass a new --model_dir")
 
-    from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset  # pylint: disable=import-outside-toplevel
-    from electra_tf.data.vocab import special_token_ids  # pylint: disable=import-outside-toplevel
-
     special = special_token_ids(vocab_file)
     skipped = []  # (path, reason) of corrupt training shards left out (--skip_corrupt_shards)
     if opts.skip_corrupt_shards:
@@ -353,13 +356,6 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
 
     # ---- 4. model, optimizer, restore -----------------------------------------
-    from electra_tf.models.saving import save_pretrained  # pylint: disable=import-outside-toplevel
-    from electra_tf.pretraining.callbacks import (  # pylint: disable=import-outside-toplevel
-        CheckpointError, CheckpointManager, PretrainingCallback, StopOnNonFiniteLoss,
-        current_learning_rate)
-    from electra_tf.pretraining.optimization import create_optimizer  # pylint: disable=import-outside-toplevel
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer  # pylint: disable=import-outside-toplevel
-
     policy = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[opts.mixed_precision]
     keras.mixed_precision.set_global_policy(policy)
     # Same seed, same initial weights (and dropout streams) on every run and worker.
@@ -522,7 +518,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                 else:
                     save_pretrained(final_dir, model, vocab_file)
             except (OSError, RuntimeError, tf.errors.OpError) as e:
-                _fail(f"cannot write the final model to {final_dir} ({_first_line(e)}); training is "
+                _fail(f"cannot write the final model to {final_dir} ({error_line(e)}); training is "
                       f"done and saved{_latest_text(checkpoints, ' in {}')}: free disk space or make "
                       f"{model_dir} writable, then re-run the same command to write the model")
             summary["total_seconds"] = round(time.time() - started, 2)
@@ -547,11 +543,6 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         return summary
     finally:
         keras.mixed_precision.set_global_policy("float32")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "message", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _peer_failure(error: BaseException) -> str:
@@ -580,12 +571,11 @@ def _latest_text(checkpoints, form: str = " ({})") -> str:
 
 def _data_loss_message(error, data_dirs, excluded, checkpoints) -> str:
     """A DataLossError from tf.data names no file: find the corrupt shard and name it."""
-    from electra_tf.data.reader import find_corrupt_shards  # pylint: disable=import-outside-toplevel
 
     bad = [(p, why) for d in data_dirs for p, why in find_corrupt_shards(d) if p not in excluded]
     saved = _latest_text(checkpoints, "; checkpoints up to {} are intact")
     if not bad:
-        return (f"reading the pre-training data failed ({_first_line(error)}){saved}; check the "
+        return (f"reading the pre-training data failed ({error_line(error)}){saved}; check the "
                 f"shards in {', '.join(data_dirs)} with electra_tf.data.reader.find_corrupt_shards")
     path, why = bad[0]
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -603,7 +593,7 @@ def save_pretrained_remote(final_dir, model, vocab_file, save_pretrained):
     scratch = tempfile.mkdtemp(prefix="electra_final_")
     local_vocab = None
     try:
-        if vocab_file and "://" in vocab_file:
+        if vocab_file and is_remote(vocab_file):
             local_vocab = os.path.join(scratch, "vocab_src.txt")
             tf.io.gfile.copy(vocab_file, local_vocab, overwrite=True)
         save_pretrained(os.path.join(scratch, "out"), model, local_vocab or vocab_file)

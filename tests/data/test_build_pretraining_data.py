@@ -324,3 +324,58 @@ def test_non_utf8_and_one_megabyte_line_are_reported(env, tmp_path):
     first = read_examples([tmp_path / "o" / shard_name(0, 2)])[0]
     # The long line fills the first example by itself (A gets it, trimmed to SEQ-2).
     assert first["input_ids"][1:SEQ - 1] == tok.tokenize(long_line[:5000])[:SEQ - 2]
+
+
+def test_example_serializer_writes_the_protobuf_bytes():
+    import tensorflow as tf
+
+    from electra_tf.data.examples import pad_example
+    from electra_tf.data.shard_writer import ExampleSerializer
+
+    vocab_size = 20_000  # ids of 1, 2 and 3 varint bytes
+    rng = random.Random(0)
+    for length in (5, 64, 130):
+        serialize = ExampleSerializer(vocab_size, length)
+        for _ in range(20):
+            n = rng.randint(3, length)
+            ids = [rng.choice([0, 1, 127, 128, 16383, 16384, vocab_size - 1, rng.randrange(vocab_size)])
+                   for _ in range(n)]
+            cut = rng.randint(1, n)
+            padded = pad_example((ids, [0] * cut + [1] * (n - cut)), length, 0)
+
+            def feature(values):
+                return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+            proto = tf.train.Example(features=tf.train.Features(feature={
+                name: feature(values) for name, values in zip(("input_ids", "input_mask", "segment_ids"), padded)}))
+            assert serialize(*padded) == proto.SerializeToString(deterministic=True)
+
+
+def test_gzip_corpus_gives_the_plain_corpus_shards(env, tmp_path):
+    import gzip
+
+    packed = []
+    for name in ("brown", "wiki"):
+        path = tmp_path / f"{name}.txt.gz"
+        path.write_bytes(gzip.compress(env[name].read_bytes()))
+        packed.append(str(path))
+    kw = dict(max_seq_length=SEQ, num_shards=1, seed=7, progress=False, log=lambda _: None)
+    plain = bpd.build_pretraining_data(str(tmp_path / "plain"), str(env["vocab"]),
+                                       [str(env["brown"]), str(env["wiki"])], **kw)
+    gz = bpd.build_pretraining_data(str(tmp_path / "gz"), str(env["vocab"]), packed, **kw)
+    assert gz["shards"][0]["sha256"] == plain["shards"][0]["sha256"]
+    assert gz["num_corpus_tokens"] == plain["num_corpus_tokens"] > 10_000
+
+
+def test_progress_line_reports_shards_tokens_per_second_and_eta():
+    import io
+    import multiprocessing
+
+    meter = bpd.Progress(multiprocessing.get_context("spawn"), total_bytes=1000, total_shards=4,
+                         enabled=False, stream=io.StringIO())
+    meter.started -= 10  # ten seconds into the build
+    for name, value in (("bytes", 250), ("tokens", 50_000), ("shards", 1)):
+        meter.counters[name].value = value  # what the workers add as they go
+    line = meter.line()
+    assert " 25.0% shards 1/4 50,000 tokens " in line
+    assert line.endswith("5.0k tokens/s ETA    30s")

@@ -1,10 +1,12 @@
 """WordPiece vocabulary learning on a Brown slice, and the reservoir sample."""
 
+import gzip
+
 import pytest
 
-from data_helpers import corpus_slice
+from data_helpers import corpus_file, corpus_slice
 from electra_tf.data.build_pretraining_data import build_pretraining_data
-from electra_tf.data.build_vocab import _fit_size, build_vocab, sample_corpus_lines
+from electra_tf.data.build_vocab import _layout, build_vocab, hf_tokenizer, sample_corpus_lines
 from electra_tf.data.vocab import load_vocab, special_token_ids
 from electra_tf.data.errors import DataError
 
@@ -67,26 +69,29 @@ def test_reservoir_sample_is_seeded_and_ordered(learned):
     assert sample_corpus_lines([str(brown)], 0) == lines
 
 
-def test_fit_size_drops_rare_pieces_not_characters():
+def test_layout_adds_missing_continuations_and_drops_the_rarest_pieces():
+    # The trainer's own order: specials, characters, the `##` forms it saw, then merges.
     reserved = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab = reserved + ["a", "b", "ab", "ba", "abab", "##a", "##b"]
-    assert _fit_size(vocab, 10, reserved) == reserved + ["a", "b", "ab", "##a", "##b"]
-    assert _fit_size(vocab, 50, reserved) == vocab
+    learned = reserved + ["b", "a", ",", "##a", "ab", "ba", "##ab", "abab"]
+    # "##b" was never seen continuing a word but is added; "," is punctuation and never
+    # continues one. Two learned pieces fit in 12: the two made first.
+    assert _layout(learned, 12, reserved) == reserved + [",", "a", "b", "ab", "ba", "##a", "##b"]
+    assert _layout(learned, 50, reserved) == reserved + [",", "a", "b", "ab", "ba", "##ab", "abab",
+                                                         "##a", "##b"]
+    with pytest.raises(DataError, match="--vocab_size=9 cannot hold the 3 distinct characters"):
+        _layout(learned, 9, reserved)
 
 
 def test_write_failure_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
     import os
-
-    import tensorflow as tf
-
-    from electra_tf.data.errors import DataError
 
     brown = corpus_slice("brown.txt", 2, tmp_path / "brown2.txt")
 
     def full_disk(*_, **__):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tf.io.gfile, "rename", full_disk)
+    # The vocabulary is written locally without TensorFlow: the disk fills as it is flushed.
+    monkeypatch.setattr(os, "fsync", full_disk)
     out = tmp_path / "vocab.txt"
     with pytest.raises(DataError, match=f"cannot write --output '{out}' \\(.*No space left on device\\); "
                                         f"free disk space or choose another path"):
@@ -106,3 +111,66 @@ def test_min_count_lets_a_small_corpus_reach_the_vocab_size(tmp_path, repo_root)
     assert "bread" in small and "bread" not in default
     with pytest.raises(DataError, match="min_count"):
         build_vocab(corpus, 2000, str(tmp_path / "v0.txt"), min_count=0, log=lambda _: None)
+
+
+# Letters, accents, digits, ASCII and Unicode punctuation, CJK, mixed case. (Not compatibility
+# characters: full-width forms, ligatures or "ß", which tensorflow-text's NFKC case folding
+# maps and BERT's lower-casing keeps; build_vocab.hf_tokenizer says so.)
+MIXED = [
+    "Café Müller's naïve résumé costs 3.14 € (or 1,000,000 ¥) — “quoted”, isn't it?",
+    "東京で日本語を勉強します。北京欢迎你。 São Paulo, Zürich & Ångström: ÀÉÎÕÜ.",
+    "Ελληνικά και Русский текст; e-mail someone@example.com #tag $100 50% a_b 2024-01-31",
+    "CamelCase WORDS mIxEd 42nd 3rd-party naïveté coöperate déjà vu... ok?!",
+]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_hugging_face_and_in_graph_tokenizers_agree_on_the_learned_vocab(tmp_path, lower_case):
+    from electra_tf.data.tokenizer import WordPieceTokenizer
+
+    text = corpus_file("wikitext2.valid.txt").read_text(encoding="utf-8")[:300_000]
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_text("\n".join(MIXED * 20) + "\n\n" + text, encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    tokens = build_vocab([str(corpus)], 2500, str(vocab), lower_case=lower_case, sample_lines=0,
+                         min_count=2, log=lambda _: None)
+    assert len(tokens) == 2500
+    hf = hf_tokenizer(str(vocab), lower_case)
+    graph = WordPieceTokenizer(str(vocab), lower_case)
+    # The learned lines, and words never seen (unknown characters become [UNK] in both).
+    samples = MIXED + ["Unseen wörds: Ωmega ŋ القاهرة 漢字"]
+    for sample in samples:
+        pieces = hf.encode(sample).tokens
+        assert pieces == graph.ids_to_tokens(graph.tokenize(sample)), sample
+        assert len(pieces) > 5
+    first = hf.encode(MIXED[0]).tokens
+    if lower_case:
+        assert first[:4] == ["cafe", "muller", "'", "s"] and "[UNK]" not in first
+    else:
+        assert first[:4] == ["Café", "Müller", "'", "s"] and "[UNK]" not in first
+    assert hf.encode("東京").tokens == ["東", "京"]
+
+
+def test_learner_normalises_as_the_in_graph_tokenizer(tmp_path):
+    # NFKC case folding turns "Straße" into "strasse" and full-width "ＡＢＣ" into "abc" in
+    # the graph; the learner counts those, so they become whole pieces.
+    corpus = tmp_path / "compat.txt"
+    corpus.write_text("Straße ＡＢＣ plain words here\n" * 30, encoding="utf-8")
+    tokens = build_vocab([str(corpus)], 200, str(tmp_path / "v.txt"), sample_lines=0, min_count=2,
+                         log=lambda _: None)
+    assert {"strasse", "abc"} <= set(tokens)
+    assert "straße" not in tokens and "ß" not in tokens
+
+
+def test_same_corpus_same_vocab_file_and_gzip_input_reads_alike(tmp_path):
+    brown = corpus_slice("brown.txt", 20, tmp_path / "brown20.txt")
+    packed = tmp_path / "brown20.txt.gz"
+    packed.write_bytes(gzip.compress(brown.read_bytes()))
+    outs = []
+    for i, source in enumerate([brown, brown, packed]):
+        out = tmp_path / f"v{i}.txt"
+        build_vocab([str(source)], 1200, str(out), sample_lines=1500, seed=2, log=lambda _: None)
+        outs.append(out.read_bytes())
+    # Equally frequent merges are ordered by fixed ids, not by hash-map order: runs agree.
+    assert outs[0] == outs[1] == outs[2]
+    assert len(outs[0].splitlines()) == 1200

@@ -1,4 +1,4 @@
-"""Both CLIs on bad input: one error line naming the culprit, exit 1, nothing left behind."""
+"""Both CLIs on bad input: one error line naming the culprit, exit 2, nothing left behind."""
 
 import os
 
@@ -20,7 +20,7 @@ def inputs(tmp_path_factory):
 
 def assert_one_error(proc, *fragments):
     lines = error_lines(proc.stderr)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ")
     for fragment in fragments:

@@ -62,12 +62,13 @@ def test_every_variable_gets_the_formula_value(tiny_model):
 def test_unassigned_variable_is_an_error(tiny_model):
     import keras
 
-    from electra_tf.finetune.layerwise_lr import LayerwiseAdamW, LayerwiseLRError, layerwise_lr_multipliers
+    from electra_tf.finetune.layerwise_lr import LayerwiseLRError, layerwise_lr_multipliers
+    from electra_tf.training.optimization import ElectraAdamW
 
     cfg, encoder, model = tiny_model
     mult = layerwise_lr_multipliers(model, encoder, 0.8)
     mult.pop(model.head.trainable_variables[0].path)
-    opt = LayerwiseAdamW(mult, learning_rate=1e-3, weight_decay=0.0)
+    opt = ElectraAdamW(lr_multipliers=mult, learning_rate=1e-3, weight_decay=0.0)
     with pytest.raises(LayerwiseLRError, match="1 variable\\(s\\) have no learning-rate multiplier"):
         opt.build(model.trainable_variables)
     # an encoder variable outside embeddings/projection/layers cannot be placed
@@ -87,30 +88,37 @@ def test_unassigned_variable_is_an_error(tiny_model):
 def test_optimizer_applies_multipliers_and_decay():
     import keras
 
-    from electra_tf.finetune.layerwise_lr import LayerwiseAdamW
+    from electra_tf.training.optimization import adamw
+
+    def optimizer(mult, weight_decay, epsilon=1e-7):
+        return adamw(0.1, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=epsilon,
+                     clip_norm=None, lr_multipliers=mult)
 
     a = keras.Variable(np.ones((2, 2), "float32"), name="a")
     b = keras.Variable(np.ones((2, 2), "float32"), name="b")
     bias = keras.Variable(np.ones((2,), "float32"), name="bias")
-    opt = LayerwiseAdamW({a.path: 1.0, b.path: 0.25, bias.path: 0.5}, learning_rate=0.1,
-                         weight_decay=0.0, epsilon=1e-12)
+    opt = optimizer({a.path: 1.0, b.path: 0.25, bias.path: 0.5}, 0.0, epsilon=1e-12)
     g = np.full((2, 2), 3.0, "float32")
     opt.apply_gradients([(g, a), (g, b), (np.ones(2, "float32"), bias)])
     # first Adam step moves by lr * mult * sign(g)
     np.testing.assert_allclose(a.numpy(), 1 - 0.1, rtol=1e-5)
     np.testing.assert_allclose(b.numpy(), 1 - 0.025, rtol=1e-5)
     np.testing.assert_allclose(bias.numpy(), 1 - 0.05, rtol=1e-5)
-    # decoupled decay scaled by lr*mult on matrices, none on rank-1 variables
+    # decoupled decay scaled by lr*mult on weights; none on biases and LayerNorm (the
+    # reference's name rule, also for the attention layers' rank-2 per-head biases)
     c = keras.Variable(np.ones((2, 2), "float32"), name="c")
-    d = keras.Variable(np.ones((2,), "float32"), name="d")
-    opt = LayerwiseAdamW({c.path: 0.5, d.path: 0.5}, learning_rate=0.1, weight_decay=0.1)
-    opt.apply_gradients([(np.zeros((2, 2), "float32"), c), (np.zeros(2, "float32"), d)])
+    d = keras.Variable(np.ones((2,), "float32"), name="bias")
+    e = keras.Variable(np.ones((2, 2), "float32"), name="bias")
+    g = keras.Variable(np.ones((2,), "float32"), name="gamma")
+    opt = optimizer({v.path: 0.5 for v in (c, d, e, g)}, 0.1)
+    opt.apply_gradients([(np.zeros(v.shape, "float32"), v) for v in (c, d, e, g)])
     np.testing.assert_allclose(c.numpy(), 1 - 0.1 * 0.5 * 0.1, rtol=1e-6)
-    np.testing.assert_allclose(d.numpy(), 1.0)
+    for v in (d, e, g):
+        np.testing.assert_allclose(v.numpy(), 1.0)
 
 
 def test_warmup_linear_decay():
-    from electra_tf.finetune.layerwise_lr import WarmupLinearDecay
+    from electra_tf.training.optimization import WarmupLinearDecay
 
     s = WarmupLinearDecay(1e-4, 10, 100)
     assert float(s(0)) == 0.0
@@ -128,14 +136,16 @@ def test_fit_under_mirrored_strategy():
         from electra_tf.config import ElectraConfig
         from electra_tf.models import build_encoder
         from electra_tf.finetune.tasks import ClassifierModel, build_and_call
-        from electra_tf.finetune.layerwise_lr import LayerwiseAdamW, layerwise_lr_multipliers
+        from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
+        from electra_tf.training.optimization import adamw
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
         cfg = ElectraConfig.from_json({CONFIG!r})
         with strategy.scope():
             enc = build_encoder(cfg)
             model = build_and_call(ClassifierModel(enc, 2), 16)
             mult = layerwise_lr_multipliers(model, enc, 0.8)
-            model.compile(LayerwiseAdamW(mult, learning_rate=1e-3, weight_decay=0.01),
+            model.compile(adamw(1e-3, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                                clip_norm=1.0, lr_multipliers=mult),
                           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         emb_before = enc.embeddings.trainable_variables[0].numpy().copy()
         head_before = model.head.trainable_variables[0].numpy().copy()

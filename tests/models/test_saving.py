@@ -7,6 +7,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models import saving
+from electra_tf.pretraining.saving import load_pretrainer  # the pre-trainer class is above models/
 from electra_tf.pretraining import ElectraPretrainer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
@@ -75,7 +76,7 @@ def test_generator_round_trip(saved):
 
 def test_pretrainer_round_trip(saved):
     model, model_dir, cfg = saved
-    loaded = saving.load_pretrainer(model_dir)
+    loaded = load_pretrainer(model_dir)
     batch = _batch(cfg)
     np.testing.assert_allclose(loaded(batch)["loss"].numpy(), model(batch)["loss"].numpy(), rtol=1e-5)
 

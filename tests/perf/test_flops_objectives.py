@@ -89,3 +89,28 @@ def test_mlm_matches_the_papers_bert_small():
     assert total == pytest.approx(2 * 128 * 1.45e6 * shape.forward_flops(False), rel=1e-12)
     # The script prints 1.419e18 for it (the paper rounds to 1.4e18).
     assert total == pytest.approx(1.419e18, rel=5e-4)
+
+
+# The tiny generator's MLM head per predicted token (its H=32, E=32, V=4000):
+# vocab projection 2*32*4000 + dense 2*32*32 + bias 32 + gelu 8*32 + LN 5*32
+# + softmax 5*4000 + target pick 2*4000.
+GEN_HEAD = 256000 + 2048 + 32 + 256 + 160 + 20000 + 8000
+
+
+def test_electric_adds_the_generator_softmax_on_every_position(tiny):
+    electra = electra_train_flops(tiny, 32)
+    got = _flops(tiny, "electric")
+    assert got["discriminator"] == electra["discriminator"]
+    assert got["attention"] == electra["attention"]
+    # 2 (fwd+bwd) * 32 examples * (64 - 9) more positions through the generator's head.
+    assert got["generator"] == electra["generator"] + 2 * 32 * (64 - 9) * GEN_HEAD
+    assert got["total"] == got["generator"] + got["discriminator"]
+
+
+def test_gdes_adds_one_table_merge_per_step(tiny):
+    electra = electra_train_flops(tiny, 32)
+    got = _flops(tiny, "electra", embedding_sharing="gdes")
+    assert got["generator"] == electra["generator"]
+    assert got["discriminator"] == electra["discriminator"] + 4000 * 32  # V x E additions
+    assert got["total"] == electra["total"] + 4000 * 32
+    assert total_train_flops(tiny.replace(embedding_sharing="gdes"), 32, 10) == 10 * got["total"]

@@ -77,7 +77,7 @@ def _error_of(capsys, args):
 def test_bad_input_is_one_error_line_and_writes_nothing(tmp_path, job_args, capsys, extra, expect):
     model_dir = tmp_path / "run"
     code, err = _error_of(capsys, job_args(model_dir) + extra)
-    assert code == 1
+    assert code == 2
     assert len(err) == 1 and err[0].startswith("error: ") and expect in err[0], err
     assert not model_dir.exists()
 
@@ -90,19 +90,19 @@ def test_bad_data_and_vocab_flags(tmp_path, job_args, job_data, capsys):
     bad = list(args)
     bad[bad.index("--data_dir") + 1] = str(empty)
     code, err = _error_of(capsys, bad)
-    assert code == 1 and "has no manifest.json" in err[0] and len(err) == 1
+    assert code == 2 and "has no manifest.json" in err[0] and len(err) == 1
     other_vocab = tmp_path / "vocab.txt"
     other_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nx\n")
     bad = list(args)
     bad[bad.index("--vocab_file") + 1] = str(other_vocab)
     code, err = _error_of(capsys, bad)
-    assert code == 1 and "not the vocabulary the shards" in err[0]
+    assert code == 2 and "not the vocabulary the shards" in err[0]
     assert not model_dir.exists()
     # A run directory holding another run is refused, not overwritten.
     model_dir.mkdir()
     (model_dir / "run.json").write_text(json.dumps({"settings": {"train_steps": 999}}))
     code, err = _error_of(capsys, args)
-    assert code == 1 and "holds a run with other settings" in err[0]
+    assert code == 2 and "holds a run with other settings" in err[0]
     assert sorted(os.listdir(model_dir)) == ["run.json"]
 
 
@@ -110,7 +110,7 @@ def test_cli_subprocess_bad_config_exits_nonzero_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "electra_tf.pretrain", "--config", "nope.json",
                            "--data_dir", str(tmp_path), "--model_dir", str(tmp_path / "m")],
                           capture_output=True, text=True, timeout=120, env=subprocess_env())
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: --config 'nope.json' does not exist; pass a JSON file such as configs/small.json")
     assert not (tmp_path / "m").exists()

@@ -3,8 +3,8 @@
 Each entry runs a CLI (or a serving signature) on one bad input and checks:
 - the one error line matches the catalogue's message exactly (`<...>` stands for
   a path or value), so it names the culprit and the fix;
-- the exit code (1 for pretrain and the data tools, 2 for finetune, export,
-  convert; serving raises InvalidArgumentError carrying the message);
+- the exit code (2 for every CLI, electra_tf/cli.py; 0 for a warning; serving
+  raises InvalidArgumentError carrying the message);
 - nothing half-written: the output directory/file is absent, or unchanged.
 
 `test_docs_list_every_entry` keeps docs/errors.md and this file in step.
@@ -233,7 +233,7 @@ P = "python -m electra_tf.pretrain"
 
 
 @entry("pretrain-config-unknown-key", P, "config JSON with a misspelt key",
-       "error: <config.json>: unknown config key(s) hiden_size; valid keys are listed in electra_tf/config.py", 1)
+       "error: <config.json>: unknown config key(s) hiden_size; valid keys are listed in electra_tf/config.py", 2)
 def _(c):
     bad = c.tmp / "config.json"
     bad.write_text(json.dumps({"hiden_size": 64}))
@@ -241,7 +241,7 @@ def _(c):
 
 
 @entry("pretrain-config-impossible-size", P, "config whose hidden size is not divisible by the head count",
-       "error: config field 'hidden_size'=100 is invalid: it must be divisible by num_attention_heads=3", 1)
+       "error: config field 'hidden_size'=100 is invalid: it must be divisible by num_attention_heads=3", 2)
 def _(c):
     bad = c.tmp / "config.json"
     bad.write_text(json.dumps({"hidden_size": 100, "num_attention_heads": 3}))
@@ -249,7 +249,7 @@ def _(c):
 
 
 @entry("pretrain-config-not-json", P, "config file that is not JSON",
-       "error: config file '<path>' is not valid JSON (<parser message>); fix the syntax", 1)
+       "error: config file '<path>' is not valid JSON (<parser message>); fix the syntax", 2)
 def _(c):
     bad = c.tmp / "config.json"
     bad.write_text("{ hidden_size: 64 ")
@@ -257,27 +257,27 @@ def _(c):
 
 
 @entry("pretrain-override-malformed", P, "--override without '='",
-       "error: override 'learning_rate' must look like key=value, e.g. learning_rate=1e-4", 1)
+       "error: override 'learning_rate' must look like key=value, e.g. learning_rate=1e-4", 2)
 def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--override", "learning_rate"), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-seq-length-mismatch", P, "shards of another sequence length than the config",
        "error: shards in <dir> have max_seq_length=64 (<manifest.json>) but the config has max_seq_length=32; "
-       "rebuild the shards with --max_seq_length 32 or set max_seq_length=64", 1)
+       "rebuild the shards with --max_seq_length 32 or set max_seq_length=64", 2)
 def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--override", "max_seq_length=32"), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-ids-beyond-vocab", P, "config vocab_size smaller than the vocabulary (token ids >= vocab size)",
-       "error: --vocab_file has <n> tokens but the config has vocab_size=100; add --override vocab_size=<n>", 1)
+       "error: --vocab_file has <n> tokens but the config has vocab_size=100; add --override vocab_size=<n>", 2)
 def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--override", "vocab_size=100"), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-vocab-not-the-shards", P, "a vocab.txt other than the one the shards were built with",
        "error: --vocab_file <path> is not the vocabulary the shards in <dir> were built with (sha256 differs "
-       "from their manifest.json); pass that vocab.txt", 1)
+       "from their manifest.json); pass that vocab.txt", 2)
 def _(c):
     other = c.vocab("other_vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x"])
     return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--vocab_file", other), absent=[c.tmp / "run"])
@@ -285,7 +285,7 @@ def _(c):
 
 @entry("pretrain-unfinished-build", P, "--data_dir of an interrupted build (shards, no manifest.json)",
        "error: --data_dir <dir> has no manifest.json (an unfinished or foreign build); re-run "
-       "python -m electra_tf.data.build_pretraining_data with the same flags to finish it", 1)
+       "python -m electra_tf.data.build_pretraining_data with the same flags to finish it", 2)
 def _(c):
     partial = c.tmp / "partial"
     partial.mkdir()
@@ -297,7 +297,7 @@ def _(c):
 @entry("pretrain-truncated-shard", P, "a shard cut short (partial copy, full disk)",
        "error: shard <path> is <n> bytes but its manifest says <m>: it is truncated or corrupted; re-run the same "
        "python -m electra_tf.data.build_pretraining_data command to rebuild it; or pass --skip_corrupt_shards to "
-       "train without it", 1)
+       "train without it", 2)
 def _(c):
     copy = c.tmp / "shards"
     shutil.copytree(c.job["data_dir"], copy)
@@ -308,7 +308,7 @@ def _(c):
 
 @entry("pretrain-model-dir-of-another-run", P, "--model_dir holding a run with other settings",
        "error: <model_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
-       "flags to resume it, or pass a new --model_dir", 1)
+       "flags to resume it, or pass a new --model_dir", 2)
 def _(c):
     run = c.tmp / "run"
     run.mkdir()
@@ -334,7 +334,7 @@ def _foreign_checkpoint(c, run, hidden):
 
 @entry("pretrain-checkpoint-of-another-size", P, "a checkpoint of another model size in --model_dir",
        "error: checkpoint <path> does not fit this model (<keras message>); it was written for another config: "
-       "pass a new model directory, or delete the checkpoint", 1)
+       "pass a new model directory, or delete the checkpoint", 2)
 def _(c):
     run = c.tmp / "run"
     _foreign_checkpoint(c, run, hidden=32)
@@ -343,7 +343,7 @@ def _(c):
 
 @entry("pretrain-checkpoint-truncated", P, "a truncated checkpoint file",
        "error: checkpoint <path> is unreadable (<h5py message>); delete it to resume from the checkpoint before it",
-       1)
+       2)
 def _(c):
     run = c.tmp / "run"
     path = Path(_foreign_checkpoint(c, run, hidden=64))
@@ -353,21 +353,21 @@ def _(c):
 
 @entry("pretrain-batch-vs-accumulation", P, "a batch size the gradient-accumulation steps do not divide",
        "error: the per-replica batch 8 is not divisible by --grad_accum_steps=3; use a --batch_size that is a "
-       "multiple of 3", 1)
+       "multiple of 3", 2)
 def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--grad_accum_steps", "3", "--strategy", "cpu"),
                       absent=[c.tmp / "run"])
 
 
 @entry("pretrain-nonpositive-steps", P, "--train_steps 0",
-       "error: --train_steps=0 must be a positive integer", 1)
+       "error: --train_steps=0 must be a positive integer", 2)
 def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--train_steps", "0"), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-gpu-without-gpu", P, "--strategy gpu on a machine without a GPU",
        "error: --strategy=gpu but TensorFlow sees no GPU; install a CUDA build of TensorFlow "
-       "(pip install 'tensorflow[and-cuda]') or use --strategy=cpu", 1)
+       "(pip install 'tensorflow[and-cuda]') or use --strategy=cpu", 2)
 def _(c):
     import tensorflow as tf
 
@@ -377,7 +377,7 @@ def _(c):
 
 
 @entry("pretrain-model-dir-not-writable", P, "--model_dir under a file (or a file, or /proc/x)",
-       "error: cannot write to --model_dir '<path>' (<reason>); choose a writable directory", 1)
+       "error: cannot write to --model_dir '<path>' (<reason>); choose a writable directory", 2)
 def _(c):
     blocker = c.tmp / "a_file"
     blocker.write_text("x")
@@ -391,21 +391,21 @@ V = "python -m electra_tf.data.build_vocab"
 
 @entry("data-empty-corpus", D, "a corpus of blank lines",
        "error: corpus is empty: 1 file(s) (<path>) hold no non-blank line; pass files with one sentence or "
-       "paragraph per line", 1)
+       "paragraph per line", 2)
 def _(c):
     return c.build(c.corpus(data=b"\n\n   \n"), c.vocab(), c.tmp / "out", absent=[c.tmp / "out"])
 
 
 @entry("data-binary-corpus", D, "a binary file among the corpus files",
        "error: corpus file '<path>' looks binary (NUL byte at offset 0); remove it from --corpus or convert it "
-       "to UTF-8 text", 1)
+       "to UTF-8 text", 2)
 def _(c):
     return c.build(c.corpus("model.bin", bytes(range(256)) * 8), c.vocab(), c.tmp / "out", absent=[c.tmp / "out"])
 
 
 @entry("data-not-utf8-corpus", D, "a Latin-1 (non-UTF-8) corpus",
        "error: corpus file '<path>' is not UTF-8 (<n> of its first <m> bytes are invalid; Latin-1 or cp1252?); "
-       "convert it, e.g. iconv -f latin1 -t utf-8", 1)
+       "convert it, e.g. iconv -f latin1 -t utf-8", 2)
 def _(c):
     text = "Le café était très animé; à côté, un garçon lisait « Les Misérables ».\n" * 60
     return c.build(c.corpus(data=text.encode("latin-1")), c.vocab(), c.tmp / "out", absent=[c.tmp / "out"])
@@ -413,21 +413,21 @@ def _(c):
 
 @entry("data-vocab-missing-special-token", D, "a vocab.txt without [SEP]",
        "error: vocab file '<path>' lacks special token(s) [SEP]; add them (one per line) or rebuild it with "
-       "python -m electra_tf.data.build_vocab", 1)
+       "python -m electra_tf.data.build_vocab", 2)
 def _(c):
     return c.build(c.corpus(), c.vocab(tokens=["[PAD]", "[UNK]", "[CLS]", "[MASK]", "the"]), c.tmp / "out",
                    absent=[c.tmp / "out"])
 
 
 @entry("data-vocab-duplicate-entry", D, "a vocab.txt listing a token twice",
-       "error: vocab file '<path>' lists token 'the' twice (lines 6 and 8); remove the duplicate", 1)
+       "error: vocab file '<path>' lists token 'the' twice (lines 6 and 8); remove the duplicate", 2)
 def _(c):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "the"]
     return c.build(c.corpus(), c.vocab(tokens=tokens), c.tmp / "out", absent=[c.tmp / "out"])
 
 
 @entry("data-vocab-empty", D, "an empty vocab.txt",
-       "error: vocab file '<path>' is empty; build one with python -m electra_tf.data.build_vocab", 1)
+       "error: vocab file '<path>' is empty; build one with python -m electra_tf.data.build_vocab", 2)
 def _(c):
     empty = c.tmp / "vocab.txt"
     empty.write_text("")
@@ -436,7 +436,7 @@ def _(c):
 
 @entry("data-output-holds-another-build", D, "--output_dir holding shards built with another sequence length",
        "error: --output_dir '<dir>' already holds a finished build with other settings (max_seq_length 64 there "
-       "vs 128 now); choose a new --output_dir or pass --overwrite", 1)
+       "vs 128 now); choose a new --output_dir or pass --overwrite", 2)
 def _(c):
     from electra_tf.data.build_pretraining_data import build_pretraining_data
 
@@ -456,7 +456,7 @@ def _(c):
 
 
 @entry("vocab-corpus-matches-nothing", V, "--corpus glob that matches no file",
-       "error: corpus path '<glob>' matches no file; check the path (files, directories or globs)", 1)
+       "error: corpus path '<glob>' matches no file; check the path (files, directories or globs)", 2)
 def _(c):
     return c.data_cli("build_vocab", f"--corpus={c.tmp / 'nope' / '*.txt'}", f"--output={c.tmp / 'v.txt'}",
                       absent=[c.tmp / "v.txt"])
@@ -464,7 +464,7 @@ def _(c):
 
 @entry("vocab-output-dir-missing", V, "--output in a directory that does not exist",
        "error: cannot write --output '<path>': '<dir>' is not a writable directory; create it or choose another "
-       "path", 1)
+       "path", 2)
 def _(c):
     return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output={c.tmp / 'no_dir' / 'v.txt'}",
                       absent=[c.tmp / "no_dir"])
@@ -472,7 +472,7 @@ def _(c):
 
 @entry("vocab-output-is-a-directory", V, "--output naming an existing directory",
        "error: cannot write --output '<path>': it is a directory; pass the path of the file to write, e.g. "
-       "'<path>/vocab.txt'", 1)
+       "'<path>/vocab.txt'", 2)
 def _(c):
     out = c.tmp / "vocab_dir"
     out.mkdir()
@@ -532,10 +532,16 @@ def _(c):
        "error: vocab file <path> has 100 tokens but the config says vocab_size=250; pass the pre-training "
        "vocabulary", 2)
 def _(c):
-    other = c.tmp / "other.json"
-    export_helpers.tiny_config(vocab_size=250).to_json(str(other))
+    # A pre-trained model directory whose vocab.txt is not the one its config was built for
+    # (a random encoder is sized for the vocabulary it is given, so only --init <model> can clash).
+    model = c.tmp / "pretrained"
+    model.mkdir()
+    export_helpers.write_vocab(model / "vocab.txt")
+    export_helpers.tiny_config(vocab_size=250).to_json(str(model / "config.json"))
+    (model / "discriminator.weights.h5").write_bytes(b"never read: the vocabulary is checked first")
     out = c.tmp / "ft"
-    return c.finetune(c.finetune_base(out, **{"--config": other}), absent=[out])
+    return c.finetune(c.finetune_base(out, **{"--init": model, "--config": None, "--vocab_file": None}),
+                      absent=[out])
 
 
 @entry("finetune-seq-longer-than-positions", F, "--max_seq_length beyond the model's positions",
@@ -556,7 +562,7 @@ def _(c):
     files = c.sst2_model_files()
     settings = dataclasses.asdict(Settings(
         task="sst2", init="random", data_dir=str(SST2_DIR), output_dir=str(out), config=str(files / "config.json"),
-        vocab_file=str(files / "vocab.txt"), learning_rate=5e-5, layerwise_lr_decay=0.8, epochs=3.0,
+        vocab_file=str(files / "vocab.txt"), do_lower_case=True, learning_rate=5e-5, layerwise_lr_decay=0.8, epochs=3.0,
         max_seq_length=32, max_train_examples=16, max_eval_examples=8))
     settings = {k: v for k, v in settings.items() if k not in ("seeds", "log_every")}
     (out / "settings.json").write_text(json.dumps(settings))
@@ -790,11 +796,11 @@ def test_output_paths_are_checked_before_any_work(tool, kind, tmp_path, job_data
         corpus = c.corpus()
         before = sorted(p.name for p in tmp_path.iterdir())
         outcome = c.data_cli("build_vocab", f"--corpus={corpus}", f"--output={target}")
-        assert outcome.code == 1 and len(outcome.lines) == 1, outcome.lines
+        assert outcome.code == 2 and len(outcome.lines) == 1, outcome.lines
         assert outcome.lines[0].startswith(f"error: cannot write --output '{target}': "), outcome.lines
         assert sorted(p.name for p in tmp_path.iterdir()) == before  # no <dir>.tmp left behind
         return
-    assert outcome.code == (1 if tool == "pretrain" else 2), outcome.lines
+    assert outcome.code == 2, outcome.lines
     assert len(outcome.lines) == 1, outcome.lines
     assert outcome.lines[0].startswith(f"error: cannot write to {flag} '{bad}' ("), outcome.lines
     assert outcome.lines[0].endswith("); choose a writable directory"), outcome.lines

@@ -50,7 +50,7 @@ def _kill_one(outs, victim, kill_at, model_dir):
     finally:
         for out in outs:  # never leave a worker behind, whatever failed
             kill_group(out.proc)
-    assert code == 1, outs[survivor].text()[-4000:]
+    assert code == 2, outs[survivor].text()[-4000:]
     assert took < FAIL_WITHIN_S
     errors = error_lines(outs[survivor].text())
     assert len(errors) == 1, outs[survivor].text()[-4000:]

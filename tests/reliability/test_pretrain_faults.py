@@ -129,7 +129,7 @@ def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoi
     args = job_args(model_dir, "--train_steps", "12", "--save_every", "4", "--log_every", "1",
                     "--strategy", "cpu")
     code, out, err = _in_process(capsys, args)
-    assert code == 1
+    assert code == 2
     ckpt4 = model_dir / "checkpoints" / "ckpt-00000004.weights.h5"
     assert err == [f"error: the training loss became nan at step 8; training stopped and nothing was saved "
                    f"after it (the last good checkpoint, kept: {ckpt4}); lower the learning rate "
@@ -164,7 +164,7 @@ def test_absurd_learning_rate_flag_stops_at_step_2_with_nothing_saved(tmp_path, 
                     "--strategy", "cpu", "--override", "learning_rate=1e30", "--override",
                     "num_warmup_steps=0")
     code, _, err = _in_process(capsys, args)
-    assert code == 1
+    assert code == 2
     assert len(err) == 1 and err[0].startswith("error: the training loss became nan at step 2; "), err
     assert "lower the learning rate" in err[0]
     assert not (model_dir / "checkpoints").exists() and not (model_dir / "pretrained").exists()
@@ -209,7 +209,7 @@ def test_output_dir_stops_taking_writes_mid_run(tmp_path, job_args, fault):
     finally:
         if fault == "read_only":
             _make_writable(model_dir)
-    assert code == 1, out.text()[-3000:]
+    assert code == 2, out.text()[-3000:]
     errors = error_lines(out.text())
     assert len(errors) == 1, out.text()[-3000:]
     failed = int(re.search(r"cannot write checkpoint \S+ckpt-(\d{8})\.weights\.h5 \(", errors[0]).group(1))
@@ -262,7 +262,7 @@ def test_corrupted_shard_at_read_time_names_the_shard_or_is_skipped_and_counted(
                                "--strategy", "cpu"), victim.parent)
     # The bytes differ but the size does not: found only when training reads the record.
     code, _, err = _in_process(capsys, args)
-    assert code == 1
+    assert code == 2
     assert len(err) == 1 and err[0].startswith(
         f"error: shard {victim} is corrupted (sha256 differs from the manifest)"), err
     assert err[0].endswith("; rebuild it with python -m electra_tf.data.build_pretraining_data, or pass "
@@ -285,7 +285,7 @@ def test_truncated_shard_is_refused_before_anything_is_written(tmp_path, job_arg
     victim = _corrupt_copy(job_data["data_dir"], tmp_path / "shards", "truncated")
     model_dir = tmp_path / "run"
     code, _, err = _in_process(capsys, _with_data(job_args(model_dir, "--train_steps", "4"), victim.parent))
-    assert code == 1 and len(err) == 1, err
+    assert code == 2 and len(err) == 1, err
     manifest = json.loads((victim.parent / "manifest.json").read_text())
     assert err[0].startswith(f"error: shard {victim} is {victim.stat().st_size} bytes but its manifest "
                              f"says {manifest['shards'][0]['size']}: it is truncated or corrupted; re-run the same "

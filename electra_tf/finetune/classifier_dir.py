@@ -1,0 +1,65 @@
+"""The directory a fine-tuned classifier is saved in (what `export --kind classifier` reads).
+
+    config.json              ElectraConfig of the encoder (do_lower_case: as fine-tuned)
+    vocab.txt                the WordPiece vocabulary
+    classifier.weights.h5    the whole `ClassifierModel` (encoder + task head)
+    classifier.json          task, labels, regression, pair, num_outputs,
+                             two_layer_head, pooling, max_seq_length, do_lower_case
+
+Fine-tuning writes it and owns its format; `electra_tf.export` (a layer above)
+reads it back with `electra_tf.export.load_classifier`. `do_lower_case` is the
+casing the fine-tuning tokenizer actually applied, so the served model
+tokenizes as it was trained, whatever the pre-training config said.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Optional, Sequence
+
+from keras.src.saving import saving_lib  # save_weights_only into a temporary name, then rename
+
+from electra_tf.data.fs import write_json_atomic, write_text_atomic
+
+CLASSIFIER_FILE = "classifier.json"
+CLASSIFIER_WEIGHTS = "classifier.weights.h5"
+
+
+def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Sequence[str], task: str,
+                    pair: bool, max_seq_length: int, regression: bool = False,
+                    two_layer_head: bool = False, pooling: str = "cls",
+                    do_lower_case: Optional[bool] = None) -> str:
+    """Writes a fine-tuned `ClassifierModel` so `export --kind classifier` can serve it.
+
+    Args:
+      output_dir: directory to write (e.g. a fine-tuning run's seed_<n>/).
+      model: the trained `ClassifierModel` (built).
+      config: its `ElectraConfig`.
+      vocab_file: the vocabulary it was fine-tuned with.
+      labels: class names in logit order (empty for regression).
+      task: task name (informative).
+      pair: the task takes sentence pairs.
+      max_seq_length: the fine-tuning sequence length.
+      regression: one output score instead of classes.
+      two_layer_head: the head was built with two_layer_head=True.
+      pooling: the head's pooling ("cls" or "mean").
+      do_lower_case: the casing the fine-tuning tokenizer used (None: the config's).
+    """
+    lower = bool(config.do_lower_case if do_lower_case is None else do_lower_case)
+    if lower != config.do_lower_case:
+        config = config.replace(do_lower_case=lower)  # config.json says what was trained
+    os.makedirs(output_dir, exist_ok=True)
+    write_text_atomic(os.path.join(output_dir, "config.json"), config.to_json())
+    target = os.path.join(output_dir, "vocab.txt")
+    if os.path.abspath(vocab_file) != os.path.abspath(target):
+        shutil.copyfile(vocab_file, target + ".tmp")
+        os.replace(target + ".tmp", target)
+    tmp = os.path.join(output_dir, CLASSIFIER_WEIGHTS + ".tmp.weights.h5")
+    saving_lib.save_weights_only(model, tmp)
+    os.replace(tmp, os.path.join(output_dir, CLASSIFIER_WEIGHTS))
+    meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
+            "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),
+            "pooling": pooling, "max_seq_length": int(max_seq_length), "do_lower_case": lower}
+    write_json_atomic(os.path.join(output_dir, CLASSIFIER_FILE), meta, sort_keys=True)
+    return output_dir

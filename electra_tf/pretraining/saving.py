@@ -1,0 +1,25 @@
+"""Rebuilding the whole `ElectraPretrainer` from a model directory.
+
+The directory layout and the per-part loaders are `electra_tf.models.saving`;
+this one piece needs the pre-trainer class, which lives in this layer, so it
+lives here (models/ never imports pretraining/).
+"""
+
+from __future__ import annotations
+
+import os
+
+from electra_tf.data.vocab import special_token_ids
+from electra_tf.models.saving import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config, load_layer
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+
+def load_pretrainer(model_dir: str) -> ElectraPretrainer:
+    """Rebuilds the `ElectraPretrainer` of `model_dir` (needs vocab.txt for the special ids)."""
+    config = load_config(model_dir)
+    vocab = os.path.join(model_dir, VOCAB_FILE)
+    if not os.path.isfile(vocab):
+        raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
+    model = ElectraPretrainer(config, special_token_ids(vocab))
+    load_layer(model, os.path.join(model_dir, PRETRAINER_FILE))
+    return model

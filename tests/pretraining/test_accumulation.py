@@ -1,0 +1,45 @@
+"""Gradient accumulation == one full-batch step, for objectives other than electra.
+
+(electra itself: tests/pretrain_job/test_pretrain_numerics.py.)
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+
+from test_objectives import SPECIAL, _batch, _config
+
+
+def _pair(objective, **kw):
+    cfg = _config(objective, **kw)
+    full = ElectraPretrainer(cfg, SPECIAL)
+    full.compile(optimizer=create_optimizer(cfg))
+    accum = ElectraPretrainer(cfg, SPECIAL, grad_accum_steps=2)
+    accum.compile(optimizer=create_optimizer(cfg))
+    accum.set_weights(full.get_weights())
+    return full, accum
+
+
+@pytest.mark.parametrize("objective, steps, extra", [
+    ("mlm", 1, {}),
+    # Step 0 is the MLM phase, step 1 the ELECTRA phase: both accumulate.
+    ("two_stage", 2, {"two_stage_mlm_steps": 1}),
+    ("electric", 1, {}),
+])
+def test_two_micro_batches_equal_one_full_batch_step(objective, steps, extra):
+    full, accum = _pair(objective, **extra)
+    before = full.get_weights()
+    data = tf.data.Dataset.from_tensors(_batch(rows=8)).repeat()  # 2 micro-batches of 4
+    h_full = full.fit(data, steps_per_epoch=steps, verbose=0, shuffle=False).history
+    h_accum = accum.fit(data, steps_per_epoch=steps, verbose=0, shuffle=False).history
+    assert set(h_accum) == set(h_full)
+    for name in h_full:
+        assert h_accum[name][-1] == pytest.approx(h_full[name][-1], rel=1e-5, abs=1e-6), name
+    moved = 0
+    for start, a, b in zip(before, full.get_weights(), accum.get_weights()):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+        moved += not np.allclose(a, start)
+    assert moved > len(before) // 2
+    assert int(accum.optimizer.iterations.numpy()) == steps

@@ -1,0 +1,59 @@
+"""The layers contract (setup.cfg [importlinter]): imports inside electra_tf only go down.
+
+Run by `lint-imports` in CI as well; here so the README's test command covers it.
+"""
+
+import configparser
+import os
+import pkgutil
+import subprocess
+import sys
+
+import electra_tf
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _layers():
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    text = parser["importlinter:contract:layers"]["layers"]
+    return [[name.strip() for name in line.split("|")] for line in text.strip().splitlines()]
+
+
+def test_imports_only_go_down():
+    # In a fresh process (the contract reads every module's source, imports none);
+    # no cache, so nothing is written into the checkout.
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "1 kept, 0 broken" in out.stdout
+
+
+def test_every_module_is_in_a_layer():
+    # A module named in no layer would escape the contract: every top-level
+    # module and sub-package of electra_tf must be placed.
+    placed = {name for layer in _layers() for name in layer}
+    found = {m.name for m in pkgutil.iter_modules(electra_tf.__path__) if m.name != "__main__"}
+    assert found - placed == set(), f"add these to a layer in setup.cfg [importlinter]: {sorted(found - placed)}"
+    assert placed - found == set(), f"layers name modules that do not exist: {sorted(placed - found)}"
+
+
+def test_the_contract_catches_an_upward_import(tmp_path):
+    # The same layer order on a two-module package whose lower layer imports the
+    # upper one: lint-imports must refuse it (the contract is not vacuous).
+    pkg = tmp_path / "toy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text("def f():\n    from toy import training  # upward, inside a function\n")
+    (pkg / "training.py").write_text("")
+    (tmp_path / ".importlinter").write_text(
+        "[importlinter]\nroot_package = toy\n\n[importlinter:contract:layers]\nname = toy\n"
+        "type = layers\ncontainers = toy\nlayers =\n    training\n    models\n")
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            "sys.exit(lint_imports(config_filename='.importlinter', no_cache=True, no_logo=True))")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert "toy.models -> toy.training" in out.stdout
