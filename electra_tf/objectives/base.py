@@ -60,6 +60,25 @@ def masked_outputs(masked, input_mask):
     }
 
 
+def replaced_token_outputs(masked, input_mask, *, total, mlm_loss, disc_loss, mlm_logits,
+                           sampled_ids, disc_input_ids, labels, disc_logits, disc_weights, **extra):
+    """What a generator + replaced-token-detection objective's forward returns."""
+    return {
+        **masked_outputs(masked, input_mask),
+        "loss": total,
+        "mlm_loss": mlm_loss,
+        "disc_loss": disc_loss,
+        "mlm_logits": mlm_logits,
+        "sampled_ids": sampled_ids,
+        "disc_input_ids": disc_input_ids,
+        "disc_labels": labels,
+        "disc_logits": disc_logits,
+        "sample_weights": masked.weights,
+        "disc_weights": disc_weights,
+        **extra,
+    }
+
+
 class Objective:
     """One pre-training objective (config field `objective`).
 

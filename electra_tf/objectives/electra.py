@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from electra_tf.objectives import losses, masking
-from electra_tf.objectives.base import Objective, masked_outputs
+from electra_tf.objectives.base import Objective, replaced_token_outputs
 
 
 class Electra(Objective):
@@ -45,16 +45,7 @@ class Electra(Objective):
             mlm_loss, mlm_logits=mlm_logits, sampled_ids=sampled_ids, masked=masked,
             labels=labels, disc_logits=disc_logits, denominators=denominators)
         total = losses.electra_loss(generator_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
-        return {
-            **masked_outputs(masked, input_mask),
-            "loss": total,
-            "mlm_loss": mlm_loss,
-            "disc_loss": disc_loss,
-            "mlm_logits": mlm_logits,
-            "sampled_ids": sampled_ids,
-            "disc_input_ids": disc_input_ids,
-            "disc_labels": labels,
-            "disc_logits": disc_logits,
-            "sample_weights": masked.weights,
-            "disc_weights": disc_weights,
-        }
+        return replaced_token_outputs(
+            masked, input_mask, total=total, mlm_loss=mlm_loss, disc_loss=disc_loss,
+            mlm_logits=mlm_logits, sampled_ids=sampled_ids, disc_input_ids=disc_input_ids,
+            labels=labels, disc_logits=disc_logits, disc_weights=disc_weights)

@@ -20,7 +20,7 @@ import math
 import tensorflow as tf
 
 from electra_tf.objectives import losses, masking
-from electra_tf.objectives.base import Objective, masked_outputs
+from electra_tf.objectives.base import Objective, replaced_token_outputs
 
 
 def electric_logits(energies, noise_log_probs, mask_prob):
@@ -76,18 +76,8 @@ class Electric(Objective):
             disc_logits, labels, disc_weights, denominator=denominators[1])
         mlm_loss = self.masked_lm_loss(mlm_logits, masked, denominators)
         total = losses.electra_loss(mlm_loss, disc_loss, cfg.gen_weight, cfg.disc_weight)
-        return {
-            **masked_outputs(masked, input_mask),
-            "loss": total,
-            "mlm_loss": mlm_loss,
-            "disc_loss": disc_loss,
-            "mlm_logits": mlm_logits,
-            "sampled_ids": sampled_ids,
-            "disc_input_ids": disc_input_ids,
-            "disc_labels": labels,
-            "disc_logits": disc_logits,
-            "energies": energies,
-            "noise_log_probs": noise_log_probs,
-            "sample_weights": masked.weights,
-            "disc_weights": disc_weights,
-        }
+        return replaced_token_outputs(
+            masked, input_mask, total=total, mlm_loss=mlm_loss, disc_loss=disc_loss,
+            mlm_logits=mlm_logits, sampled_ids=sampled_ids, disc_input_ids=disc_input_ids,
+            labels=labels, disc_logits=disc_logits, disc_weights=disc_weights,
+            energies=energies, noise_log_probs=noise_log_probs)
