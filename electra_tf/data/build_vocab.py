@@ -33,6 +33,7 @@ import time
 import unicodedata
 from typing import Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence
 
+from electra_tf.data.bert_vocab_learner import learn_bert_vocab
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, file_size, iter_lines
 from electra_tf.data.errors import DataError
 from electra_tf.data.tokenizer import resolve_strip_accents
@@ -46,6 +47,8 @@ COUNT_BATCH_LINES = 4096
 FEED_CHARS = 1 << 20
 # WordPiece gives up on (and emits [UNK] for) longer words, in HF tokenizers and BERT alike.
 MAX_CHARS_PER_WORD = 100
+# `build_vocab(learner=...)`: the tokenizers trainer, or tensorflow-text's (bert_vocab_learner.py).
+LEARNERS = ("tokenizers", "bert_vocab")
 
 # Printable ASCII words (the bulk of most corpora) are normalised here, without a call into
 # `tokenizers` per word: for them BERT's clean-up and accent stripping change nothing, and
@@ -300,7 +303,8 @@ def learn_wordpiece(counts: Dict[str, int], vocab_size: int, min_count: int) -> 
 
 def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_case: bool = True,
                 strip_accents: Optional[bool] = None, sample_lines: int = 1_000_000, seed: int = 0,
-                min_count: int = 10, log: Callable[[str], None] = print) -> List[str]:
+                min_count: int = 10, learner: str = "tokenizers",
+                log: Callable[[str], None] = print) -> List[str]:
     """Learns a WordPiece vocabulary and writes it one token per line.
 
     Args:
@@ -317,6 +321,9 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         corpus 10 stops the learner far below vocab_size (words spelled
         piece by piece); 2 lets it reach the size.
       seed: sampling seed.
+      learner: "tokenizers" (the Hugging Face WordPiece trainer, fast) or
+        "bert_vocab" (tensorflow-text's top-down learner: keeps frequent words
+        whole on corpora of a few thousand words; slow on large ones).
       log: receives one-line status messages.
 
     Returns:
@@ -326,6 +333,8 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
       DataError: bad corpus, vocab_size, min_count or output path.
     """
     started = time.time()
+    if learner not in LEARNERS:
+        raise DataError(f"--learner={learner!r} is unknown; use one of {', '.join(LEARNERS)}")
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise DataError(f"--min_count={min_count!r} is invalid; use an integer >= 1")
     if vocab_size < len(SPECIAL_TOKENS) + 1:
@@ -358,22 +367,34 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         lines: Iterable[str] = sample_corpus_lines(files, sample_lines, seed, stats)
     else:
         lines = iter_corpus_lines(files, stats)  # nothing held but the counts
-    raw = count_raw_words(counted(lines))
-    counted_at = time.time()
     strip = resolve_strip_accents(lower_case, strip_accents)
-    counts = pre_tokenized_counts(raw, lower_case, strip)
-    del raw
-    normalised_at = time.time()
-    vocab = learn_wordpiece(counts, vocab_size, min_count)
+    if learner == "bert_vocab":
+        kept = list(counted(lines))
+        counted_at = normalised_at = time.time()
+        counts = set()
+        vocab = _layout(learn_bert_vocab(kept, vocab_size, min_count, lower_case, strip), vocab_size,
+                        list(SPECIAL_TOKENS))
+        del kept
+    else:
+        raw = count_raw_words(counted(lines))
+        counted_at = time.time()
+        counts = pre_tokenized_counts(raw, lower_case, strip)
+        del raw
+        normalised_at = time.time()
+        vocab = learn_wordpiece(counts, vocab_size, min_count)
     trained_at = time.time()
     if len(set(vocab)) != len(vocab):
         raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
 
     _write_lines(output, vocab)
+    if learner == "bert_vocab":
+        steps = f"tensorflow-text learner {trained_at - started:.1f}s"
+    else:
+        steps = (f"reading and counting words {counted_at - started:.1f}s, normalising them "
+                 f"({len(counts):,} distinct) {normalised_at - counted_at:.1f}s, WordPiece training "
+                 f"{trained_at - normalised_at:.1f}s")
     log(f"wrote {output}: {len(vocab)} tokens (asked {vocab_size}) learned from {num_lines[0]:,} lines "
-        f"of {len(files)} file(s) in {time.time() - started:.1f}s (reading and counting words "
-        f"{counted_at - started:.1f}s, normalising them ({len(counts):,} distinct) "
-        f"{normalised_at - counted_at:.1f}s, WordPiece training {trained_at - normalised_at:.1f}s)")
+        f"of {len(files)} file(s) in {time.time() - started:.1f}s ({steps})")
     if len(vocab) < vocab_size:
         log(f"note: the corpus sample supports only {len(vocab)} tokens at --min_count={min_count}; set "
             f"vocab_size={len(vocab)} in the model config (or use a larger sample or a lower --min_count)")
@@ -431,6 +452,9 @@ def define_flags(flag_values=None) -> None:
                       "Strip accents; auto follows --lower_case.", flag_values=fv)
     flags.DEFINE_integer("sample_lines", 1_000_000, "Reservoir sample size (0: all lines).", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Sampling seed.", flag_values=fv)
+    flags.DEFINE_enum("learner", "tokenizers", list(LEARNERS),
+                      "WordPiece learner: tokenizers (fast) or bert_vocab (keeps frequent words whole "
+                      "on small corpora; slow on large ones).", flag_values=fv)
     flags.DEFINE_integer("min_count", 10, "Fewest occurrences a piece needs to enter the vocabulary "
                          "(characters always do; 2 for corpora of under ~1M words).", flag_values=fv)
 
@@ -448,7 +472,7 @@ def main(argv) -> None:
     try:
         build_vocab(fv.corpus, fv.vocab_size, fv.output, lower_case=fv.lower_case,
                     strip_accents=strip, sample_lines=fv.sample_lines, seed=fv.seed,
-                    min_count=fv.min_count)
+                    min_count=fv.min_count, learner=fv.learner)
     except (DataError, VocabError) as e:
         exit_with_error(str(e))
 

@@ -161,7 +161,7 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
         log(f"embedded default: learning a WordPiece vocab from {SAMPLE_CORPUS} "
             f"({num_docs - DEMO_EVAL_DOCS} of {num_docs} documents; the last {DEMO_EVAL_DOCS} are held out)")
         build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, sample_lines=0,
-                    min_count=DEMO_VOCAB_MIN_COUNT, log=log)
+                    min_count=DEMO_VOCAB_MIN_COUNT, learner="bert_vocab", log=log)
     data_dir = os.path.join(model_dir, "data", "train")
     eval_dir = os.path.join(model_dir, "data", "eval")
     for directory, text, shards in ((data_dir, train_txt, 2), (eval_dir, eval_txt, 1)):

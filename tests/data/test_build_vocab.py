@@ -113,6 +113,23 @@ def test_min_count_lets_a_small_corpus_reach_the_vocab_size(tmp_path, repo_root)
         build_vocab(corpus, 2000, str(tmp_path / "v0.txt"), min_count=0, log=lambda _: None)
 
 
+def test_bert_vocab_learner_keeps_frequent_words_whole_on_a_small_corpus(tmp_path, repo_root):
+    # The embedded default run's learner: top-down, so words seen min_count times stay whole
+    # where the tokenizers trainer's merges leave fragments ("bro ##wn").
+    corpus = [str(repo_root / "data" / "sample_corpus.txt")]
+    merges = build_vocab(corpus, 2000, str(tmp_path / "t.txt"), sample_lines=0, min_count=2,
+                         log=lambda _: None)
+    whole = build_vocab(corpus, 2000, str(tmp_path / "b.txt"), sample_lines=0, min_count=2,
+                        learner="bert_vocab", log=lambda _: None)
+    assert 1500 < len(whole) <= 2000 and whole[:5] == merges[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert "brown" in whole and "brown" not in merges
+    words = [t for t in whole if len(t) > 1 and not t.startswith(("##", "["))]
+    assert len(words) > len([t for t in merges if len(t) > 1 and not t.startswith(("##", "["))])
+    assert list(load_vocab(str(tmp_path / "b.txt"))) == whole
+    with pytest.raises(DataError, match="learner"):
+        build_vocab(corpus, 2000, str(tmp_path / "x.txt"), learner="wordpiece", log=lambda _: None)
+
+
 # Letters, accents, digits, ASCII and Unicode punctuation, CJK, mixed case. (Not compatibility
 # characters: full-width forms, ligatures or "ß", which tensorflow-text's NFKC case folding
 # maps and BERT's lower-casing keeps; build_vocab.hf_tokenizer says so.)
