@@ -18,35 +18,31 @@ def build_embeddings(config, name="embeddings"):
     )
 
 
-def build_encoder(config, embeddings=None, name="discriminator"):
-    """The discriminator-shaped encoder (width H); builds embeddings if not given."""
+def _encoder(config, embeddings, name, **sizes):
+    """An `ElectraEncoder` with the config's dropout, activation, norms, init and kernels."""
     return ElectraEncoder(
-        embeddings if embeddings is not None else build_embeddings(config),
-        hidden_dim=config.hidden_size,
-        num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads,
-        intermediate_dim=config.intermediate_size,
+        embeddings,
         dropout=config.hidden_dropout_prob,
         activation=config.hidden_act,
         layer_norm_epsilon=config.layer_norm_eps,
         initializer_range=config.initializer_range,
         fused_kernels=config.fused_kernels,
         name=name,
+        **sizes,
     )
+
+
+def build_encoder(config, embeddings=None, name="discriminator"):
+    """The discriminator-shaped encoder (width H); builds embeddings if not given."""
+    return _encoder(config, embeddings if embeddings is not None else build_embeddings(config), name,
+                    hidden_dim=config.hidden_size, num_layers=config.num_hidden_layers,
+                    num_heads=config.num_attention_heads,
+                    intermediate_dim=config.intermediate_size)
 
 
 def build_generator_encoder(config, embeddings, name="generator"):
     """The generator's encoder: width H*fraction, heads width//64, FFN 4*width."""
-    return ElectraEncoder(
-        embeddings,
-        hidden_dim=config.generator_hidden_dim,
-        num_layers=config.generator_num_layers,
-        num_heads=config.generator_num_heads,
-        intermediate_dim=config.generator_intermediate_size,
-        dropout=config.hidden_dropout_prob,
-        activation=config.hidden_act,
-        layer_norm_epsilon=config.layer_norm_eps,
-        initializer_range=config.initializer_range,
-        fused_kernels=config.fused_kernels,
-        name=name,
-    )
+    return _encoder(config, embeddings, name, hidden_dim=config.generator_hidden_dim,
+                    num_layers=config.generator_num_layers,
+                    num_heads=config.generator_num_heads,
+                    intermediate_dim=config.generator_intermediate_size)
