@@ -214,8 +214,7 @@ class Objective:
             training=training,
         )
 
-    @staticmethod
-    def masked_lm_loss(logits, masked, denominators):
+    def masked_lm_loss(self, logits, masked, denominators):
         """Cross-entropy at the masked slots, normalised by the global masked count."""
         return losses.masked_lm_loss(logits, masked.original_ids, masked.weights,
-                                     denominator=denominators[0])
+                                     denominator=denominators[0], fused=self.config.fused_kernels)

@@ -42,7 +42,7 @@ def sparse_softmax_cross_entropy(logits, labels):
     return tf.reshape(xent(flat_logits), shape)
 
 
-def masked_lm_loss(logits, target_ids, weights, denominator=None):
+def masked_lm_loss(logits, target_ids, weights, denominator=None, fused=True):
     """Cross-entropy of the generator at the masked slots, averaged over used slots.
 
     Args:
@@ -52,8 +52,12 @@ def masked_lm_loss(logits, target_ids, weights, denominator=None):
         denominator: optional total weight to divide by (e.g. summed over all
             replicas, so that N replicas reproduce the global-batch mean);
             defaults to this batch's `sum(weights)`.
+        fused: the XLA cross-entropy above (False: TensorFlow's own kernel;
+            the `fused_kernels` switch).
     """
-    per_slot = sparse_softmax_cross_entropy(tf.cast(logits, tf.float32), target_ids)
+    xent = (sparse_softmax_cross_entropy if fused
+            else tf.nn.sparse_softmax_cross_entropy_with_logits)
+    per_slot = xent(logits=tf.cast(logits, tf.float32), labels=target_ids)
     weights = tf.cast(weights, tf.float32)
     if denominator is None:
         denominator = tf.reduce_sum(weights)

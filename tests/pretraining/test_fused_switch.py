@@ -1,6 +1,6 @@
 """`fused_kernels` on and off: one train step gives the same losses, gradients and update.
 
-The fused path (transformer_block.py, fused_ops, the XLA-fused AdamW update) is a
+The fused path (transformer_block.py, fused_ops, the XLA cross-entropy, the fused AdamW update) is a
 faster layout of the same maths; dropout is off here because the fused path
 draws its masks from a hash rather than Keras' streams.
 """
