@@ -369,12 +369,9 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         lines = iter_corpus_lines(files, stats)  # nothing held but the counts
     strip = resolve_strip_accents(lower_case, strip_accents)
     if learner == "bert_vocab":
-        kept = list(counted(lines))
-        counted_at = normalised_at = time.time()
-        counts = set()
-        vocab = _layout(learn_bert_vocab(kept, vocab_size, min_count, lower_case, strip), vocab_size,
-                        list(SPECIAL_TOKENS))
-        del kept
+        vocab = _layout(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip),
+                        vocab_size, list(SPECIAL_TOKENS))
+        steps = f"tensorflow-text learner {time.time() - started:.1f}s"
     else:
         raw = count_raw_words(counted(lines))
         counted_at = time.time()
@@ -382,17 +379,13 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         del raw
         normalised_at = time.time()
         vocab = learn_wordpiece(counts, vocab_size, min_count)
-    trained_at = time.time()
+        steps = (f"reading and counting words {counted_at - started:.1f}s, normalising them "
+                 f"({len(counts):,} distinct) {normalised_at - counted_at:.1f}s, WordPiece training "
+                 f"{time.time() - normalised_at:.1f}s")
     if len(set(vocab)) != len(vocab):
         raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
 
     _write_lines(output, vocab)
-    if learner == "bert_vocab":
-        steps = f"tensorflow-text learner {trained_at - started:.1f}s"
-    else:
-        steps = (f"reading and counting words {counted_at - started:.1f}s, normalising them "
-                 f"({len(counts):,} distinct) {normalised_at - counted_at:.1f}s, WordPiece training "
-                 f"{trained_at - normalised_at:.1f}s")
     log(f"wrote {output}: {len(vocab)} tokens (asked {vocab_size}) learned from {num_lines[0]:,} lines "
         f"of {len(files)} file(s) in {time.time() - started:.1f}s ({steps})")
     if len(vocab) < vocab_size:
