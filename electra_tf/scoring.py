@@ -18,7 +18,12 @@ import logging
 import os
 from typing import List, Optional, Sequence
 
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's tokenizer)
+
 from electra_tf.config import ElectraConfig
+from electra_tf.export.loading import discriminator_module
+from electra_tf.paths import resolve_model_dir
 
 
 @dataclasses.dataclass
@@ -53,10 +58,6 @@ class Scorer:
     """
 
     def __init__(self, model_dir: str, max_seq_length: Optional[int] = None, batch_size: int = 64):
-        import tensorflow as tf
-
-        from electra_tf.paths import resolve_model_dir
-
         self.batch_size = int(batch_size)
         # A pre-training run directory: its model is in <run>/pretrained/.
         model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
@@ -67,19 +68,15 @@ class Scorer:
         if os.path.isfile(config_path):
             self.energies = ElectraConfig.from_json(config_path).objective == "electric"
         if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
-            import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
-
             self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
             self._call = lambda texts: self._fn(text=texts)
         else:
-            from electra_tf.export.loading import discriminator_module
-
+            # Text is encoded in the module's graph by its TextPreprocessor
+            # (electra_tf.preprocessing), as in the exported SavedModel.
             self.module = discriminator_module(model_dir, max_seq_length)
             self._call = lambda texts: self.module.serve(texts)
 
     def _raw(self, texts: Sequence[str]) -> dict:
-        import tensorflow as tf
-
         return {k: v.numpy() for k, v in self._call(tf.constant(list(texts), tf.string)).items()}
 
     def score(self, texts: Sequence[str]) -> List[TokenScores]:

@@ -37,7 +37,10 @@ from typing import Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # study_lib, also when loaded by file path
 SHARED = REPO.parent / "shared" / "data"
+
+from study_lib.report import write_markdown, write_plot  # noqa: E402
 
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage")
 # An entry `<objective>_gdes` in --objectives is that objective with
@@ -102,6 +105,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--ft_learning_rate", type=float, default=1e-3)
     p.add_argument("--ft_layerwise_lr_decay", type=float, default=0.8)
     p.add_argument("--no_random_baseline", action="store_true", help="skip the budget-0 row")
+    p.add_argument("--report_only", action="store_true",
+                   help="train nothing: write the outputs from the finished runs of the work directory "
+                        "(cells of unfinished runs show '–'); for studies run as several invocations")
     p.add_argument("--time_steps", type=int, default=0,
                    help="only measure: time N pre-training steps of each objective on the study's "
                         "model (synthetic batches, after 3 warm-up steps), write step_times.json, "
@@ -289,118 +295,18 @@ def finetune(init: str, out_dir: Path, data: Dict, args, config_path: Optional[s
         max_eval_examples=args.ft_eval_examples or None))
 
 
+def _finished(work: Path, tag: str, pretrained: bool = True) -> bool:
+    """Whether run `tag` has its pre-trained model (if any) and its fine-tuning results."""
+    done = (work / "finetune" / tag / "results.json").is_file()
+    if pretrained:
+        run = work / "pretrain" / tag
+        done = done and (run / "summary.json").is_file() and (
+            run / "pretrained" / "discriminator.weights.h5").is_file()
+    return done
+
+
 def _accuracies(results: Dict) -> List[float]:
     return [100.0 * float(seed["accuracy"]) for seed in results["seeds"]]
-
-
-# --------------------------------------------------------------------- outputs
-def write_markdown(path: Path, rows: List[Dict], budgets: List[float], meta: Dict) -> None:
-    """results.md: one row per objective, one column per budget (median of seeds, range)."""
-    head = ["objective"] + [f"{b:.3g} FLOPs" for b in budgets]
-    lines = [f"SST-2 dev accuracy (%), median of seeds {meta['seeds']} (min-max), after "
-             f"pre-training at equal train FLOPs ({meta['convention']} convention); "
-             f"steps in parentheses.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for objective in meta["objectives"]:
-        cells = [objective]
-        for b in budgets:
-            row = next((r for r in rows if r["objective"] == objective
-                        and r["planned_flops"] == b), None)
-            cells.append("–" if row is None else
-                         f"{row['median']:.2f} ({min(row['accuracies']):.1f}–"
-                         f"{max(row['accuracies']):.1f}; {row['steps']} steps)")
-        lines.append("| " + " | ".join(cells) + " |")
-    random_row = next((r for r in rows if r["objective"] == "random_init"), None)
-    if random_row is not None:
-        lines += ["", f"Random initialisation (budget 0): {random_row['median']:.2f} "
-                      f"({min(random_row['accuracies']):.1f}–{max(random_row['accuracies']):.1f})."]
-    lines += ["", "| objective | budget (FLOPs) | steps | run FLOPs | pre-training s | "
-                  "accuracies |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['objective']} | {r['planned_flops']:.3g} | {r['steps']} | "
-                     f"{r['flops']:.3g} | {r['pretrain_seconds']:.0f} | "
-                     f"{', '.join(f'{a:.2f}' for a in r['accuracies'])} |")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def write_plot(path: Path, rows: List[Dict], meta: Dict) -> None:
-    """SST-2 dev accuracy (median, min-max bars) against pre-training FLOPs, one line per objective."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for objective in meta["objectives"]:
-        points = sorted((r for r in rows if r["objective"] == objective), key=lambda r: r["flops"])
-        if not points:
-            continue
-        x = [r["flops"] for r in points]
-        y = [r["median"] for r in points]
-        err = [[r["median"] - min(r["accuracies"]) for r in points],
-               [max(r["accuracies"]) - r["median"] for r in points]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=objective)
-    random_row = next((r for r in rows if r["objective"] == "random_init"), None)
-    if random_row is not None:
-        ax.axhline(random_row["median"], color="gray", linestyle="--",
-                   label="random init (0 FLOPs)")
-    ax.set_xscale("log")
-    ax.set_xlabel(f"pre-training train FLOPs ({meta['convention']} convention)")
-    ax.set_ylabel("SST-2 dev accuracy (%)")
-    ax.set_title(f"{meta['model']}: median of {len(meta['seeds'])} fine-tuning seeds")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def time_steps(args) -> Dict:
-    """Wall and CPU ms per pre-training step of each objective (sizes the default budgets).
-
-    Synthetic batches of random ids over `--vocab_size`, so no data is needed.
-    two_stage is timed in both phases.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    from electra_tf.data.vocab import SpecialTokenIds
-    from electra_tf.pretraining import ElectraPretrainer, create_optimizer
-
-    config = study_config(args, args.vocab_size)
-    seq, batch = args.seq_length, args.batch_size
-    rng = np.random.default_rng(0)
-    ids = rng.integers(5, args.vocab_size, size=(8 * batch, seq)).astype(np.int32)
-    ids[:, 0], ids[:, -1] = 2, 3
-    data = tf.data.Dataset.from_tensor_slices(
-        {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
-    ).repeat().batch(batch, drop_remainder=True).prefetch(2)
-    cases = []
-    for objective in [o.strip() for o in args.objectives.split(",") if o.strip()]:
-        if study_entry(objective)[0] == "two_stage":
-            cases += [(f"{objective} (mlm phase)", objective, 10**9),
-                      (f"{objective} (electra phase)", objective, 3)]
-        else:
-            cases.append((objective, objective, 0))
-    times = {}
-    for label, objective, k in cases:
-        _reset_keras()
-        base, changes = study_entry(objective)
-        cfg = config.replace(objective=base, two_stage_mlm_steps=k, **changes)
-        model = ElectraPretrainer(cfg, SpecialTokenIds(0, 1, 2, 3, 4))
-        model.compile(optimizer=create_optimizer(cfg))
-        model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, shuffle=False)  # compile + warm-up
-        wall, cpu = time.time(), time.process_time()
-        model.fit(data, epochs=1, steps_per_epoch=args.time_steps, verbose=0, shuffle=False)
-        times[label] = {"wall_ms": 1000 * (time.time() - wall) / args.time_steps,
-                        "cpu_ms": 1000 * (time.process_time() - cpu) / args.time_steps}
-        _log(f"{label}: {times[label]['wall_ms']:.0f} ms/step wall, "
-             f"{times[label]['cpu_ms']:.0f} ms/step CPU")
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    _write_json(work / "step_times.json", {"settings": vars(args), "times": times,
-                                           "load_average": os.getloadavg()})
-    return times
 
 
 # ------------------------------------------------------------------------ main
@@ -453,7 +359,8 @@ def run_study(args) -> Dict:
          f"electra step = {electra_step:.3g} FLOPs")
 
     rows = []
-    if not args.no_random_baseline:
+    if not args.no_random_baseline and not (args.report_only
+                                            and not _finished(work, "random_init", pretrained=False)):
         config_path = work / "random_init.config.json"
         config.to_json(str(config_path))
         res = finetune("random", work / "finetune" / "random_init", data, args, str(config_path))
@@ -462,6 +369,9 @@ def run_study(args) -> Dict:
                      "pretrain_seconds": 0.0, "accuracies": accs, "median": statistics.median(accs)})
     for plan in plans:
         tag = f"{plan['objective']}-{plan['planned_flops']:.3e}"
+        if args.report_only and not _finished(work, tag):
+            _log(f"{tag}: not finished, left out of the report")
+            continue
         summary = pretrain(plan, data, work / "pretrain" / tag, args)
         res = finetune(summary["final_model_dir"], work / "finetune" / tag, data, args)
         accs = _accuracies(res)
@@ -497,7 +407,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if args.time_steps:
-            time_steps(args)
+            from study_lib.timing import time_steps  # imports TensorFlow; only this mode needs it
+
+            time_steps(args, study_config(args, args.vocab_size), study_entry, _reset_keras,
+                       _write_json, _log)
             return 0
         run_study(args)
     except (StudyError, ConfigError, DataError, FinetuneError, PretrainError) as e:

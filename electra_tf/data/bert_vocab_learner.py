@@ -20,6 +20,7 @@ from electra_tf.data.vocab import SPECIAL_TOKENS
 def learn_bert_vocab(lines: Sequence[str], vocab_size: int, min_count: int,
                      lower_case: bool, strip_accents: bool) -> List[str]:
     """Learned tokens: reserved, characters, pieces (most useful first), `##` characters."""
+    # Lazy: build_vocab imports this module, and only this learner needs TensorFlow (seconds).
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab  # pylint: disable=import-outside-toplevel

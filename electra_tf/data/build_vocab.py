@@ -21,40 +21,41 @@ as the shards assume), every character of the sample, the learned pieces
 (`##` marks a piece that continues a word) in the order the trainer made them,
 then `##` + every character that can continue a word, so any text made of seen
 characters tokenizes without [UNK].
+
+This module is the command line and the pipeline (sample, count, learn, write).
+The steps live in word_counts.py (normalised word counts), wordpiece_learner.py
+(the `tokenizers` trainer and the vocab.txt layout), bert_vocab_learner.py
+(tensorflow-text's learner) and hf_bert_tokenizer.py (the Hugging Face BERT
+tokenizer for a vocab.txt).
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import random
-import re
 import time
-import unicodedata
-from typing import Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
+from absl import flags
+
+from electra_tf.cli import exit_with_error, run_absl
+from electra_tf.data import fs
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, file_size, iter_lines
 from electra_tf.data.errors import DataError
+# hf_tokenizer is imported from here by tests and named here in docs/data.md.
+from electra_tf.data.hf_bert_tokenizer import hf_tokenizer  # noqa: F401  pylint: disable=unused-import
 from electra_tf.data.tokenizer import resolve_strip_accents
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError
+from electra_tf.data.word_counts import count_raw_words, pre_tokenized_counts
+from electra_tf.data.wordpiece_learner import layout_vocab, learn_wordpiece
 from electra_tf.paths import output_dir_problem
 
 MAX_LINE_BYTES = 1 << 16
-# Lines joined per Counter.update call: one C-level split and count instead of one per line.
-COUNT_BATCH_LINES = 4096
-# Longest string handed to the trainer at once (a frequent word repeated count times).
-FEED_CHARS = 1 << 20
-# WordPiece gives up on (and emits [UNK] for) longer words, in HF tokenizers and BERT alike.
-MAX_CHARS_PER_WORD = 100
 # `build_vocab(learner=...)`: the tokenizers trainer, or tensorflow-text's (bert_vocab_learner.py).
 LEARNERS = ("tokenizers", "bert_vocab")
-
-# Printable ASCII words (the bulk of most corpora) are normalised here, without a call into
-# `tokenizers` per word: for them BERT's clean-up and accent stripping change nothing, and
-# every non-alphanumeric character is punctuation, split off on its own.
-_ASCII_PIECES_LOWER = re.compile(r"[a-z0-9]+|[^a-z0-9]")
-_ASCII_PIECES_CASED = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+# The layout's name before it moved to wordpiece_learner.py (tests import it from here).
+_layout = layout_vocab
 
 
 def iter_corpus_lines(files: Sequence[str], stats: Optional[ReadStats] = None) -> Iterator[str]:
@@ -93,212 +94,6 @@ def sample_corpus_lines(files: Sequence[str], sample_lines: int, seed: int = 0,
         seen += 1
     reservoir.sort(key=lambda item: item[0])
     return [line for _, line in reservoir]
-
-
-def count_raw_words(lines: Iterable[str]) -> Counter[str]:
-    """Counts space-separated words (before any normalisation).
-
-    Splitting on U+0020 alone is safe: BERT treats it as a word boundary, and
-    whatever else a word holds (tabs, other spaces, punctuation) is split by
-    the normaliser afterwards, once per distinct word.
-    """
-    counts: Counter[str] = collections.Counter()
-    batch: List[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) >= COUNT_BATCH_LINES:
-            counts.update(" ".join(batch).split(" "))
-            batch.clear()
-    if batch:
-        counts.update(" ".join(batch).split(" "))
-    counts.pop("", None)
-    return counts
-
-
-def _hf_normalizer(lower_case: bool, strip_accents: bool, clean_text: bool = True):
-    from tokenizers import normalizers  # pylint: disable=import-outside-toplevel
-
-    return normalizers.BertNormalizer(clean_text=clean_text, handle_chinese_chars=True,
-                                      strip_accents=bool(strip_accents), lowercase=bool(lower_case))
-
-
-def _is_standard(lower_case: bool, strip: bool) -> bool:
-    """BERT's two modes: lower-case + strip accents, or neither (HF's normaliser does both)."""
-    return lower_case == strip
-
-
-def hf_tokenizer(vocab_file: str, lower_case: bool = True, strip_accents: Optional[bool] = None):
-    """The Hugging Face BERT tokenizer (`tokenizers.Tokenizer`) for a vocab.txt.
-
-    BertNormalizer, BERT pre-tokenization and greedy longest-match WordPiece
-    over `vocab_file`: what `transformers`' BertTokenizerFast builds. On
-    letters, accents, digits, punctuation and CJK it splits text as the
-    in-graph tokenizer does. They differ on compatibility characters, which
-    tensorflow-text's NFKC case folding maps (full-width forms, ligatures,
-    superscripts, "ß" to "ss") and BERT's lower-casing keeps, and on
-    zero-width and other format characters (a space in the graph, removed
-    here). Only BERT's two modes exist in `tokenizers`.
-
-    Raises:
-      DataError: a mixed mode was asked.
-    """
-    from tokenizers import Tokenizer, models, pre_tokenizers  # pylint: disable=import-outside-toplevel
-
-    strip = resolve_strip_accents(lower_case, strip_accents)
-    if not _is_standard(lower_case, strip):
-        raise DataError(f"hf_tokenizer: lower_case={lower_case} with strip_accents={strip} has no Hugging Face "
-                        f"normaliser; use WordPieceTokenizer from electra_tf.data.tokenizer")
-    tok = Tokenizer(models.WordPiece.from_file(vocab_file, unk_token="[UNK]",
-                                               max_input_chars_per_word=MAX_CHARS_PER_WORD))
-    tok.normalizer = _hf_normalizer(lower_case, strip)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return tok
-
-
-def _in_graph_normalize(words: List[str], lower_case: bool, strip: bool) -> List[str]:
-    """Normalises words exactly as the in-graph tokenizer does, with its own tensorflow-text ops.
-
-    That is: the mixed modes' pre-normalisation (WordPieceTokenizer), then
-    FastBertTokenizer's normaliser (NFKC case folding, NFD and accent
-    stripping in the lower-case mode; control and format characters to spaces
-    in both), so the learner counts the words the shards will be made of.
-    """
-    if not lower_case and not strip:
-        # The cased normaliser only turns control and format characters into spaces: no
-        # need for the TensorFlow import (seconds) to do that.
-        return ["".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in w) for w in words]
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
-
-    fused = lower_case and strip
-    text = tf.constant(words, tf.string)
-    if lower_case and not fused:
-        text = tf_text.case_fold_utf8(text)
-    if strip and not fused:
-        text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFD"), r"\p{Mn}", "")
-    text = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=fused).normalize(text)
-    return [t.decode("utf-8") for t in text.numpy().tolist()]
-
-
-def pre_tokenized_counts(raw: Counter[str], lower_case: bool = True,
-                         strip_accents: Optional[bool] = None) -> Dict[str, int]:
-    """Word counts after normalisation and pre-tokenization, as the in-graph tokenizer does them.
-
-    Printable ASCII words are split here; the few other distinct words go
-    through tensorflow-text's FastBertNormalizer (TensorFlow is imported only
-    then, and not for cased text) and the `tokenizers` BERT pre-tokenizer
-    (CJK characters and punctuation split off, whitespace dropped).
-
-    Args:
-      raw: counts of space-separated words (count_raw_words).
-      lower_case: lower-case.
-      strip_accents: strip accents; None follows lower_case.
-
-    Returns:
-      {piece: count}, where a piece is what the WordPiece step sees (a word,
-      one punctuation character or one CJK character), sorted by falling count
-      then text so that the trainer's input does not depend on dict order.
-    """
-    from tokenizers import pre_tokenizers  # pylint: disable=import-outside-toplevel
-
-    strip = resolve_strip_accents(lower_case, strip_accents)
-    ascii_pieces = _ASCII_PIECES_LOWER if lower_case else _ASCII_PIECES_CASED
-    counts: Counter[str] = collections.Counter()
-    others: List[str] = []
-    for word, n in raw.items():
-        if word.isascii() and word.isprintable():
-            for piece in ascii_pieces.findall(word.lower() if lower_case else word):
-                counts[piece] += n
-        else:
-            others.append(word)
-    if others:
-        # Already normalised: only the CJK split is still to do (clean-up is the normaliser's).
-        split_cjk = _hf_normalizer(False, False, clean_text=False)
-        pre = pre_tokenizers.BertPreTokenizer()
-        for word, text in zip(others, _in_graph_normalize(others, lower_case, strip)):
-            n = raw[word]
-            for piece, _ in pre.pre_tokenize_str(split_cjk.normalize_str(text)):
-                counts[piece] += n
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
-def _repeat_words(counts: Dict[str, int]) -> Iterator[str]:
-    """Each word `count` times, space-separated, in strings of at most ~FEED_CHARS characters."""
-    for word, n in counts.items():
-        per_string = max(1, FEED_CHARS // (len(word) + 1))
-        while n > 0:
-            m = min(n, per_string)
-            yield " ".join([word] * m)
-            n -= m
-
-
-def _can_continue_a_word(char: str) -> bool:
-    """False for characters BERT always splits off (punctuation, CJK): a `##` form is never used."""
-    cp = ord(char)
-    if (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F):
-        return False  # BERT's CJK ranges (BasicTokenizer._is_chinese_char)
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return False
-    return not unicodedata.category(char).startswith("P")
-
-
-def _layout(learned: Sequence[str], vocab_size: int, reserved: Sequence[str]) -> List[str]:
-    """Orders the trainer's vocabulary and fits it to vocab_size.
-
-    Reserved tokens, then every character (sorted), then learned pieces in the
-    trainer's order (most frequent merges first), then `##` + every character
-    that can continue a word. The trainer only makes the `##` forms it saw;
-    the missing ones are added and the last (rarest) pieces dropped to make
-    room, so every character stays representable in every position.
-
-    Raises:
-      DataError: vocab_size cannot hold the characters.
-    """
-    head = list(reserved)
-    taken = set(head)
-    chars = set()
-    pieces = []
-    for token in learned:
-        if token in taken:
-            continue
-        if len(token) == 1:
-            chars.add(token)
-        elif len(token) == 3 and token.startswith("##"):
-            chars.add(token[2:])
-        else:
-            pieces.append(token)
-    ordered = sorted(chars)
-    tail = ["##" + c for c in ordered if _can_continue_a_word(c)]
-    keep = vocab_size - len(head) - len(ordered) - len(tail)
-    if keep < 0:
-        raise DataError(f"--vocab_size={vocab_size} cannot hold the {len(ordered)} distinct characters of the "
-                        f"sample ({len(head) + len(ordered) + len(tail)} tokens with the special and ## forms); "
-                        f"raise --vocab_size")
-    return head + ordered + pieces[:keep] + tail
-
-
-def learn_wordpiece(counts: Dict[str, int], vocab_size: int, min_count: int) -> List[str]:
-    """Runs the `tokenizers` WordPiece trainer on counted words; returns the laid-out vocabulary."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
-
-    reserved = list(SPECIAL_TOKENS)
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=MAX_CHARS_PER_WORD))
-    # The words are already normalised and split; the trainer only needs to separate the copies.
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    # The trainer breaks ties between equally frequent merges by token id, and numbers the `##`
-    # characters in the order a hash map hands it the words, which changes from run to run.
-    # Registered up front (as tokens that are never split), they get fixed ids, and the same
-    # counts always give the same vocabulary.
-    continuations = sorted({c for word in counts for c in word[1:]})
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_count,
-        special_tokens=reserved + ["##" + c for c in continuations],
-        continuing_subword_prefix="##", show_progress=False)
-    tok.train_from_iterator(_repeat_words(counts), trainer)
-    vocab = tok.get_vocab()
-    return _layout(sorted(vocab, key=vocab.get), vocab_size, reserved)
 
 
 def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_case: bool = True,
@@ -369,7 +164,7 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         lines = iter_corpus_lines(files, stats)  # nothing held but the counts
     strip = resolve_strip_accents(lower_case, strip_accents)
     if learner == "bert_vocab":
-        vocab = _layout(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip),
+        vocab = layout_vocab(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip),
                         vocab_size, list(SPECIAL_TOKENS))
         steps = f"tensorflow-text learner {time.time() - started:.1f}s"
     else:
@@ -405,11 +200,10 @@ def _write_lines(output: str, tokens: Sequence[str]) -> None:
     """
     text = "".join(t + "\n" for t in tokens)
     if "://" not in output:
-        from electra_tf.data import fs  # pylint: disable=import-outside-toplevel
-
         errors: tuple = (OSError,)
         write = lambda: fs.write_text_atomic(output, text)  # noqa: E731  (removes its temp file)
     else:
+        # Lazy: TensorFlow (seconds to import) only for remote (gs://) outputs.
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         errors = (OSError, tf.errors.OpError)
@@ -434,8 +228,6 @@ def _write_lines(output: str, tokens: Sequence[str]) -> None:
 
 def define_flags(flag_values=None) -> None:
     """Defines this CLI's absl flags (not at import time: the library imports us)."""
-    from absl import flags  # pylint: disable=import-outside-toplevel
-
     fv = flag_values or flags.FLAGS
     flags.DEFINE_list("corpus", None, "Text files (plain or .gz), directories or globs.", flag_values=fv)
     flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size, special tokens included.", flag_values=fv)
@@ -453,10 +245,6 @@ def define_flags(flag_values=None) -> None:
 
 
 def main(argv) -> None:
-    from absl import flags  # pylint: disable=import-outside-toplevel
-
-    from electra_tf.cli import exit_with_error  # pylint: disable=import-outside-toplevel
-
     del argv
     fv = flags.FLAGS
     if not fv.output:
@@ -471,7 +259,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    from electra_tf.cli import run_absl
-
     define_flags()
     run_absl(main)

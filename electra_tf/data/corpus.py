@@ -15,6 +15,7 @@ import codecs
 import dataclasses
 import glob as _glob
 import gzip
+import os
 import zlib
 from typing import Dict, Iterator, List, Sequence
 
@@ -32,6 +33,7 @@ READ_CHUNK_BYTES = 1 << 22
 
 
 def _gfile():
+    # Lazy: TensorFlow takes seconds to import; only remote (gs://) paths need tf.io.gfile.
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return tf.io.gfile
@@ -111,8 +113,7 @@ def _expand_one(pattern: str) -> List[str]:
                 out.extend(f"{root.rstrip('/')}/{n}" for n in names if not n.startswith("."))
             return sorted(out)
         return [pattern] if gfile.exists(pattern) else []
-    import os  # local paths: plain os is much faster than gfile and needs no TF
-
+    # Local paths: plain os is much faster than gfile and needs no TF.
     if any(c in pattern for c in _GLOB_CHARS):
         return sorted(p for p in _glob.glob(pattern, recursive=True) if os.path.isfile(p))
     if os.path.isdir(pattern):
@@ -127,8 +128,6 @@ def _expand_one(pattern: str) -> List[str]:
 def file_size(path: str) -> int:
     if _is_remote(path):
         return int(_gfile().stat(path).length)
-    import os
-
     return os.path.getsize(path)
 
 

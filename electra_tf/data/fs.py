@@ -24,6 +24,7 @@ from electra_tf.paths import is_remote  # the one URL test, in the bottom layer 
 
 
 def _gfile():
+    # Lazy: TensorFlow takes seconds to import; only remote (gs://) paths need tf.io.gfile.
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return tf.io.gfile

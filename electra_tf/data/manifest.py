@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 from typing import Any, Dict, List, Optional
 
@@ -29,8 +30,6 @@ def join(directory: str, name: str) -> str:
     """os.path.join that also works for gs:// style paths."""
     if "://" in directory:
         return posixpath.join(directory, name)
-    import os  # pylint: disable=import-outside-toplevel
-
     return os.path.join(directory, name)
 
 
@@ -53,6 +52,7 @@ def describe_difference(old: Dict[str, Any], new: Dict[str, Any]) -> str:
 
 
 def _gfile():
+    # Lazy: TensorFlow takes seconds to import; local reads come before it (bad input fails fast).
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return tf.io.gfile
@@ -81,8 +81,6 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
             with gfile.GFile(path, "r") as f:
                 value = json.loads(f.read())
         else:  # local: plain Python, so bad-input errors come before the TF import
-            import os  # pylint: disable=import-outside-toplevel
-
             if not os.path.exists(path):
                 return None
             with open(path, encoding="utf-8") as f:

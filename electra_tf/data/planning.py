@@ -6,14 +6,17 @@ then independent tasks with their own seeded RNG, which is what makes the output
 identical whatever the number of processes, and lets a resumed build redo only
 the missing shards. A gzip'd file is never cut (it cannot be entered mid-way),
 so many .gz files balance well and a single one goes to one shard.
+
+A tfds source is split by record ranges instead (`plan_tfds`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
+from electra_tf.data.errors import DataError
 
 # How far past a byte-balanced cut point we look for a blank line before
 # splitting a (huge) document at a line boundary instead.
@@ -108,3 +111,35 @@ def plan_files(paths: Sequence[str], sizes: Sequence[int], num_shards: int,
                 segs.append(Segment(path, lo - cs, hi - cs))
         shards.append(segs)
     return FilePlan(shards=shards, forced_splits=forced)
+
+
+def plan_tfds(name: str, split: str, text_key: str, data_dir: Optional[str],
+              num_shards: int) -> tuple:
+    """(per-shard split strings or None if empty, total records, identity) for tfds."""
+    # Lazy: tensorflow_datasets imports TensorFlow (seconds); only tfds sources need it.
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        info = builder.info
+        num = info.splits[split].num_examples
+    except Exception as e:  # tfds raises many types for "not found"  # pylint: disable=broad-except
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(
+            f"tfds dataset {name!r} split {split!r} is not available ({first}); "
+            f"prepare it first (tfds build) or pass --tfds_data_dir where it was built"
+        ) from None
+    keys = list(info.features.keys()) if hasattr(info.features, "keys") else []
+    if text_key not in keys:
+        raise DataError(
+            f"tfds dataset {name!r} has no feature {text_key!r}; pass --tfds_text_key, one of {keys}"
+        )
+    if num == 0:
+        raise DataError(f"tfds dataset {name!r} split {split!r} is empty; choose another split")
+    splits = []
+    for i in range(num_shards):
+        a, b = i * num // num_shards, (i + 1) * num // num_shards
+        splits.append(f"{split}[{a}:{b}]" if b > a else None)
+    identity = {"name": name, "split": split, "text_key": text_key,
+                "version": str(info.version), "num_examples": int(num)}
+    return splits, int(num), identity

@@ -10,6 +10,8 @@ manifest.json and the model config before anything is read.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -32,7 +34,7 @@ DEFAULT_CYCLE_LENGTH = 8
 
 
 def _dirname(path: str) -> str:
-    return posixpath.dirname(path) if "://" in path else __import__("os").path.dirname(path)
+    return posixpath.dirname(path) if "://" in path else os.path.dirname(path)
 
 
 def resolve_shards(data: Union[str, Sequence[str]]) -> Tuple[List[str], Dict[str, Dict[str, Any]]]:
@@ -134,8 +136,6 @@ def verify_checksums(data: Union[str, Sequence[str]]) -> int:
     Raises:
       DataError: naming the first shard whose hash differs.
     """
-    import hashlib  # pylint: disable=import-outside-toplevel
-
     files, manifests = resolve_shards(data)
     expected = {mf.join(d, s["file"]): s["sha256"] for d, m in manifests.items() for s in m["shards"]}
     checked = 0
@@ -162,8 +162,6 @@ def find_corrupt_shards(data: Union[str, Sequence[str]]) -> List[Tuple[str, str]
     Returns:
       [(shard path, reason)] in shard order; empty when every shard is intact.
     """
-    import hashlib  # pylint: disable=import-outside-toplevel
-
     files, manifests = resolve_shards(data)
     expected = {mf.join(d, s["file"]): s for d, m in manifests.items() for s in m["shards"]}
     bad = []

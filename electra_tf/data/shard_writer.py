@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from electra_tf.data.corpus import ReadStats, decode_counting, iter_lines
 from electra_tf.data.examples import ExampleBuilder, pad_example
 from electra_tf.data.manifest import WORK_DIR, join, shard_name, write_json_atomic
+from electra_tf.data.tokenizer import WordPieceTokenizer
 
 LINES_PER_BATCH = 2048
 _DOC_END = None  # marker in the line stream: end of a file range / tfds record
@@ -112,6 +113,7 @@ def init_worker(counters: Dict[str, Any], single_thread: bool) -> None:
     _COUNTERS.clear()
     _COUNTERS.update(counters)
     if single_thread:
+        # Lazy: build_pretraining_data imports this module before its cheap checks (TF: seconds).
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         try:
@@ -166,8 +168,6 @@ def build_shards(tasks: List[ShardTask], stop: Optional[Callable[[], bool]] = No
 
 
 def _tokenizer(task: ShardTask):
-    from electra_tf.data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
-
     key = (task.vocab_file, task.lower_case, task.strip_accents)
     if key not in _TOKENIZERS:
         _TOKENIZERS[key] = WordPieceTokenizer(task.vocab_file, task.lower_case, task.strip_accents,
@@ -183,6 +183,7 @@ def _file_lines(task: ShardTask, stats: ReadStats) -> Iterator[Optional[str]]:
 
 
 def _tfds_lines(task: ShardTask, stats: ReadStats) -> Iterator[Optional[str]]:
+    # Lazy: tensorflow_datasets (and TF) take seconds to import; only tfds sources need it.
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
 
     spec = task.tfds
@@ -220,6 +221,7 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
       dict with file, examples, tokens, corpus_tokens, lines, bytes, sha256,
       size, invalid_bytes, long_lines_cut, seconds.
     """
+    # Lazy: build_pretraining_data imports this module before its cheap checks (TF: seconds).
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     started = time.time()

@@ -5,6 +5,11 @@ punctuation split, CJK split, optional lower-case + NFD accent stripping) and
 fast WordPiece in one op. Its normalizer only offers "lower-case and strip
 accents" or "neither", the two standard BERT modes; the other two
 combinations are done with tensorflow-text normalization ops first.
+
+This is the pre-training data builder's tokenizer (ids only, no packing; its
+compiled tables are built once and handed to the spawned workers). Fine-tuning,
+serving and scoring encode text with `electra_tf.preprocessing.TextPreprocessor`,
+which uses the same FastBertTokenizer settings (the constants below).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from electra_tf.data.corpus import open_binary
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError, load_vocab, special_token_ids
 
 
@@ -49,8 +55,6 @@ def check_vocab(tokens: Sequence[str], source: str) -> None:
 
 def file_sha256(path: str) -> str:
     """Hex sha256 of a (local or gfile) file."""
-    from electra_tf.data.corpus import open_binary  # pylint: disable=import-outside-toplevel
-
     h = hashlib.sha256()
     with open_binary(path) as f:
         while True:
@@ -76,13 +80,15 @@ def build_tokenizer_models(vocab: Sequence[str], lower_case: bool,
     to the others (WordPieceTokenizer's `models`) instead of each building
     them. They are what FastBertTokenizer builds from these same arguments.
     """
-    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as normalizer  # pylint: disable=import-outside-toplevel
-    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as wordpiece  # pylint: disable=import-outside-toplevel
+    # TensorFlow loads here, not at import: the data CLIs import this module and
+    # must refuse bad input in a second, without TensorFlow's start-up and logs.
+    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as normalizer_builder  # pylint: disable=import-outside-toplevel
+    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as wordpiece_builder  # pylint: disable=import-outside-toplevel
 
     fused = bool(lower_case) and resolve_strip_accents(lower_case, strip_accents)
-    return (normalizer.build_fast_bert_normalizer_model(fused),
-            wordpiece.build_fast_wordpiece_model(list(vocab), MAX_BYTES_PER_WORD, SUFFIX_INDICATOR,
-                                                 UNKNOWN_TOKEN, False, False))
+    return (normalizer_builder.build_fast_bert_normalizer_model(fused),
+            wordpiece_builder.build_fast_wordpiece_model(list(vocab), MAX_BYTES_PER_WORD, SUFFIX_INDICATOR,
+                                                         UNKNOWN_TOKEN, False, False))
 
 
 class WordPieceTokenizer:
@@ -99,7 +105,7 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab_file: str, lower_case: bool = True,
                  strip_accents: Optional[bool] = None, models: Optional[Tuple[bytes, bytes]] = None):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel  (lazy: see build_tokenizer_models)
         import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
 
         self.vocab: List[str] = load_vocab(vocab_file)

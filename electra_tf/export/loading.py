@@ -15,7 +15,6 @@ import os
 import sys
 from typing import Optional
 
-from keras.src.saving import saving_lib  # load_weights_only: weights into an already-built model
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import load_vocab
@@ -26,6 +25,7 @@ from electra_tf.finetune.tasks import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir
+from electra_tf.keras_compat import load_weights_only
 
 __all__ = ["CLASSIFIER_FILE", "CLASSIFIER_WEIGHTS", "ExportError", "save_classifier", "load_classifier",
            "discriminator_module", "classifier_module", "build_module"]
@@ -74,7 +74,7 @@ def load_classifier(model_dir: str):
                             pooling=meta.get("pooling", "cls"))
     build_and_call(model, meta["max_seq_length"])
     try:
-        saving_lib.load_weights_only(model, weights)
+        load_weights_only(model, weights)
     except ValueError as e:
         raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({error_line(e)})") from None
     return model, config, meta

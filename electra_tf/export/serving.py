@@ -1,16 +1,14 @@
 """The serving graph: raw UTF-8 text in, named outputs out, tokenized in-graph.
 
-`ServingModule` is a `tf.Module` holding the vocabulary (as constants, so the
-SavedModel carries no file path), a tensorflow-text `FastBertTokenizer`, and
-our Keras encoder + head. Its functions need only TensorFlow and
-tensorflow-text ops, so the saved graph loads without electra_tf or Keras.
+`ServingModule` is a `tf.Module` holding a `TextPreprocessor` (vocabulary as
+constants, so the SavedModel carries no file path) and our Keras encoder +
+head. Its functions need only TensorFlow and tensorflow-text ops, so the saved
+graph loads without electra_tf or Keras.
 
-Encoding follows fine-tuning exactly: `[CLS] a [SEP]` (and `b [SEP]` for pairs),
-WordPiece via FastBertTokenizer with BERT's lower-case + accent stripping when
-`do_lower_case`; single texts are cut to max_seq_length - 2 pieces, pairs by the
-reference rule (drop from the longer one, one piece at a time) to
-max_seq_length - 3. Batches are padded to their longest row, not to
-max_seq_length.
+Encoding is fine-tuning's, by construction: both call
+`electra_tf.preprocessing.TextPreprocessor` (`[CLS] a [SEP]`, and `b [SEP]` for
+pairs, with the reference pair-truncation rule). Batches are padded to their
+longest row, not to max_seq_length.
 """
 
 from __future__ import annotations
@@ -19,27 +17,11 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
+from electra_tf.preprocessing import TextPreprocessor, pair_lengths
+
+__all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "pair_lengths"]
+
 DISCRIMINATOR, CLASSIFIER = "discriminator", "classifier"
-
-
-def pair_lengths(len_a, len_b, budget):
-    """Lengths after the reference `_truncate_seq_pair` (pop from the longer; b on ties).
-
-    Closed form of the loop: unchanged if the pair fits; else if the shorter one
-    fits in half the budget it stays and the longer gets the rest; else a gets
-    ceil(budget / 2) and b floor(budget / 2).
-    """
-    len_a = tf.cast(len_a, tf.int64)
-    len_b = tf.cast(len_b, tf.int64)
-    budget = tf.cast(budget, tf.int64)
-    fits = len_a + len_b <= budget
-    short = tf.minimum(len_a, len_b)
-    short_stays = 2 * short <= budget
-    a_short = len_a < len_b
-    half_a, half_b = (budget + 1) // 2, budget // 2
-    out_a = tf.where(fits, len_a, tf.where(short_stays, tf.where(a_short, len_a, budget - len_b), half_a))
-    out_b = tf.where(fits, len_b, tf.where(short_stays, tf.where(a_short, budget - len_a, len_b), half_b))
-    return out_a, out_b
 
 
 class ServingModule(tf.Module):
@@ -62,28 +44,17 @@ class ServingModule(tf.Module):
                  do_lower_case: bool = True, labels: Optional[List[str]] = None, pair: bool = False,
                  regression: bool = False):
         super().__init__(name=f"electra_{kind}")
-        import tensorflow_text as tf_text
-
         if kind not in (DISCRIMINATOR, CLASSIFIER):
             raise ValueError(f"kind must be discriminator or classifier, not {kind!r}")
         if max_seq_length < (4 if pair else 3):
             raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
-        vocab = list(vocab)
-        index = {t: i for i, t in reversed(list(enumerate(vocab)))}
-        missing = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]") if t not in index]
-        if missing:
-            raise ValueError(f"the vocabulary lacks {' '.join(missing)}")
         self.kind = kind
         self.pair = bool(pair)
         self.regression = bool(regression)
         self.max_seq_length = int(max_seq_length)
         self.encoder = encoder
         self.head = head
-        self._pad, self._cls, self._sep = index["[PAD]"], index["[CLS]"], index["[SEP]"]
-        self.tokenizer = tf_text.FastBertTokenizer(
-            vocab=vocab, token_out_type=tf.int64, unknown_token="[UNK]",
-            lower_case_nfd_strip_accents=bool(do_lower_case), support_detokenization=False)
-        self._vocab = tf.constant(vocab, tf.string)
+        self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, do_lower_case=do_lower_case)
         self.labels = list(labels or [])
         self._labels = tf.constant(self.labels or [""], tf.string)
         # Tracked lists of the Keras variables, so tf.saved_model.save sees every one.
@@ -99,39 +70,9 @@ class ServingModule(tf.Module):
         self.serve_encoded = tf.function(self._serve_encoded, input_signature=[ids, ids, ids])
 
     # ------------------------------------------------------------------ encoding
-    def _pieces(self, texts):
-        ragged = self.tokenizer.tokenize(texts)
-        if ragged.shape.rank > 2:  # defensive: some versions keep a words dimension
-            ragged = ragged.merge_dims(-2, -1)
-        return tf.cast(ragged, tf.int32)
-
     def encode(self, text_a, text_b=None):
         """Returns dict of int32 input_ids / input_mask / segment_ids [B, T] and truncated [B]."""
-        import tensorflow_text as tf_text
-
-        a = self._pieces(text_a)
-        la = a.row_lengths()
-        if text_b is None:
-            budget = self.max_seq_length - 2
-            truncated = la > budget
-            segments = [a[:, :budget]]
-        else:
-            b = self._pieces(text_b)
-            lb = b.row_lengths()
-            ta, tb = pair_lengths(la, lb, self.max_seq_length - 3)
-            truncated = (ta < la) | (tb < lb)
-            a = tf.ragged.boolean_mask(a, tf.ragged.range(la) < tf.expand_dims(ta, 1))
-            b = tf.ragged.boolean_mask(b, tf.ragged.range(lb) < tf.expand_dims(tb, 1))
-            segments = [a, b]
-        ids, seg = tf_text.combine_segments(segments, start_of_sequence_id=self._cls,
-                                            end_of_segment_id=self._sep)
-        input_ids = ids.to_tensor(default_value=self._pad)
-        return {
-            "input_ids": tf.cast(input_ids, tf.int32),
-            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(default_value=0), tf.int32),
-            "segment_ids": tf.cast(seg.to_tensor(default_value=0), tf.int32),
-            "truncated": truncated,
-        }
+        return self.preprocessor(text_a, text_b)
 
     # ------------------------------------------------------------------ model
     def _model_outputs(self, input_ids, input_mask, segment_ids):
@@ -158,9 +99,10 @@ class ServingModule(tf.Module):
             ids = enc["input_ids"]
             real = tf.cast(mask, tf.bool)
             # [CLS]/[SEP] only come from `encode`: typed text never tokenizes to them.
-            text_mask = real & tf.not_equal(ids, self._cls) & tf.not_equal(ids, self._sep)
+            pre = self.preprocessor
+            text_mask = real & tf.not_equal(ids, pre.cls_id) & tf.not_equal(ids, pre.sep_id)
             tm = tf.cast(text_mask, tf.float32)
-            out["tokens"] = tf.where(real, tf.gather(self._vocab, ids), tf.constant(""))
+            out["tokens"] = tf.where(real, pre.id_to_token(ids), tf.constant(""))
             out["input_mask"] = mask
             out["text_mask"] = tf.cast(text_mask, tf.int32)
             out["sentence_score"] = tf.math.divide_no_nan(

@@ -17,6 +17,14 @@ from __future__ import annotations
 
 from absl import flags
 
+from electra_tf.cli import report_error, report_interrupted, run_absl
+from electra_tf.config import ConfigError
+from electra_tf.data.vocab import VocabError
+from electra_tf.finetune import glue, squad, tagging
+from electra_tf.finetune.layerwise_lr import LayerwiseLRError
+from electra_tf.finetune.run import run_task
+from electra_tf.finetune.settings import FinetuneError, Settings
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
@@ -65,16 +73,8 @@ flags.DEFINE_integer("log_every", 100, "Print a progress line (step, loss, learn
 
 
 def main(argv):
-    from electra_tf.cli import report_error, report_interrupted
-
     if len(argv) > 1:
         return report_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
-    from electra_tf.config import ConfigError
-    from electra_tf.data.vocab import VocabError
-    from electra_tf.finetune import glue, squad, tagging
-    from electra_tf.finetune.layerwise_lr import LayerwiseLRError
-    from electra_tf.finetune.run import FinetuneError, Settings, run_task
-
     missing = [f"--{n}" for n in ("task", "init", "output_dir") if getattr(FLAGS, n) is None]
     if missing:
         return report_error(f"{', '.join(missing)} required (see --help)")
@@ -114,6 +114,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from electra_tf.cli import run_absl
-
     run_absl(main)

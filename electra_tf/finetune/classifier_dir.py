@@ -18,9 +18,8 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-from keras.src.saving import saving_lib  # save_weights_only into a temporary name, then rename
-
 from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.keras_compat import save_weights_only
 
 CLASSIFIER_FILE = "classifier.json"
 CLASSIFIER_WEIGHTS = "classifier.weights.h5"
@@ -56,7 +55,7 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
         shutil.copyfile(vocab_file, target + ".tmp")
         os.replace(target + ".tmp", target)
     tmp = os.path.join(output_dir, CLASSIFIER_WEIGHTS + ".tmp.weights.h5")
-    saving_lib.save_weights_only(model, tmp)
+    save_weights_only(model, tmp)  # into a temporary name, then renamed: never a half-written file
     os.replace(tmp, os.path.join(output_dir, CLASSIFIER_WEIGHTS))
     meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
             "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),

@@ -279,7 +279,11 @@ def read_tfds(task: GlueTask, split: str, max_examples: Optional[int] = None,
       max_examples: keep only the first N examples.
       data_dir: tfds data directory.
     """
-    import tensorflow_datasets as tfds  # heavy; only needed on this path
+    # Deferred on purpose (the one function-level import here): tensorflow_datasets is
+    # only needed without --data_dir, and importing it at module import runs etils'
+    # lazy-import machinery in every process that reads GLUE, which breaks Python's
+    # unraisable-exception hook there ("'LazyModule' object is not callable").
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
 
     try:
         builder = tfds.builder(task.tfds_name, data_dir=data_dir)

@@ -1,8 +1,14 @@
-"""Fine-tuning models: the encoder plus one task head, trainable with `model.fit`."""
+"""Fine-tuning models: the encoder plus one task head, trainable with `model.fit`.
+
+The task objects that build them (and own their data and evaluation) are the
+`FinetuneTask`s of base_task.py; export loads `ClassifierModel` from here.
+"""
 
 from __future__ import annotations
 
 import keras
+import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from electra_tf.finetune.heads import (AnswerableHead, ClassificationHead, SpanHead,
@@ -12,8 +18,6 @@ from electra_tf.finetune.heads import (AnswerableHead, ClassificationHead, SpanH
 def _per_replica(loss):
     """Divides by the replica count, as Keras' own losses do under tf.distribute
     (gradients are summed across replicas)."""
-    import tensorflow as tf
-
     n = tf.distribute.get_strategy().num_replicas_in_sync
     return loss / n if n > 1 else loss
 
@@ -137,8 +141,6 @@ def build_and_call(model, max_seq_length, extra=None):
       max_seq_length: sequence length of the dummy batch.
       extra: additional dummy inputs (e.g. start_positions for SQuAD training).
     """
-    import numpy as np
-
     ones = np.ones((2, max_seq_length), "int32")
     inputs = {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}
     inputs.update(extra or {})

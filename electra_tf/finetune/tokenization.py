@@ -1,9 +1,11 @@
-"""WordPiece tokenization for fine-tuning, on tensorflow_text.FastBertTokenizer.
+"""Fine-tuning tokenization: thin NumPy-side users of `electra_tf.preprocessing`.
 
-BERT-style basic tokenization (lower-casing, accent stripping, punctuation
-splitting) and greedy longest-match WordPiece, as the reference `FullTokenizer`,
-but in C++; offsets let SQuAD map answers between characters and word pieces
-without the reference's `get_final_text` heuristics.
+`encode_classification` packs GLUE-style inputs with `TextPreprocessor`, the
+same in-graph code the exported SavedModel runs, so training and serving see
+the same ids. `FinetuneTokenizer` also gives word-piece ids and character
+offsets for SQuAD and tagging, which build their own windows: offsets let
+SQuAD map answers between characters and word pieces without the reference's
+`get_final_text` heuristics.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from electra_tf.data.vocab import load_vocab, special_token_ids
+from electra_tf.preprocessing import TextPreprocessor, pair_lengths
+
+_BATCH = 4096  # texts per TensorFlow call: large enough that per-call overhead vanishes
 
 
 class FinetuneTokenizer:
@@ -22,20 +28,20 @@ class FinetuneTokenizer:
       vocab_file: one-token-per-line WordPiece vocabulary containing
         [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: lower-case and strip accents (uncased models).
+
+    Example:
+
+    >>> tok = FinetuneTokenizer("vocab.txt", do_lower_case=True)  # doctest: +SKIP
+    >>> batch = encode_classification(tok, ["a cat"], ["a dog"], 128)  # doctest: +SKIP
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
-        import tensorflow as tf
-        import tensorflow_text as tf_text
-
         self.vocab = load_vocab(vocab_file)
         self.special = special_token_ids(self.vocab)
         self.vocab_file = vocab_file
         self.do_lower_case = bool(do_lower_case)  # what the saved classifier records for serving
-        self._tf = tf
-        self._tokenizer = tf_text.FastBertTokenizer(
-            vocab=self.vocab, lower_case_nfd_strip_accents=do_lower_case,
-            token_out_type=tf.int64, unknown_token="[UNK]")
+        # No default length: encode_classification passes its max_seq_length.
+        self.preprocessor = TextPreprocessor(self.vocab, do_lower_case=self.do_lower_case)
 
     @property
     def vocab_size(self) -> int:
@@ -49,12 +55,8 @@ class FinetuneTokenizer:
           batch_size: texts per TensorFlow call.
         """
         out: List[List[int]] = []
-        for i in range(0, len(texts), batch_size):
-            chunk = list(texts[i:i + batch_size])
-            if not chunk:
-                continue
-            ragged = self._tokenizer.tokenize(self._tf.constant(chunk))
-            out.extend(ragged.to_list())
+        for chunk in _chunks(texts, batch_size):
+            out.extend(self.preprocessor.tokenize(chunk).to_list())
         return out
 
     def tokenize_with_char_offsets(self, text: str) -> Tuple[List[int], List[int], List[int]]:
@@ -66,10 +68,10 @@ class FinetuneTokenizer:
         Returns:
           (ids, starts, ends); offsets index into `text` (characters, not bytes).
         """
-        ids, starts, ends = self._tokenizer.tokenize_with_offsets(self._tf.constant([text]))
+        ids, starts, ends = self.preprocessor.tokenize_with_offsets([text])
         byte_to_char = _byte_to_char(text)
-        starts = [byte_to_char[b] for b in starts.to_list()[0]]
-        ends = [byte_to_char[b] for b in ends.to_list()[0]]
+        starts = [int(byte_to_char[b]) for b in starts.to_list()[0]]
+        ends = [int(byte_to_char[b]) for b in ends.to_list()[0]]
         return ids.to_list()[0], starts, ends
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
@@ -81,6 +83,13 @@ class FinetuneTokenizer:
         return [self.vocab[int(i)] for i in ids]
 
 
+def _chunks(texts: Sequence[str], size: int):
+    """Yields consecutive lists of at most `size` texts."""
+    texts = list(texts)
+    for i in range(0, len(texts), size):
+        yield texts[i:i + size]
+
+
 def _byte_to_char(text: str) -> np.ndarray:
     """Maps each UTF-8 byte offset (and the end offset) of `text` to a character offset."""
     mapping = []
@@ -90,19 +99,22 @@ def _byte_to_char(text: str) -> np.ndarray:
     return np.asarray(mapping, dtype=np.int64)
 
 
-def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> None:
-    """Truncates a pair in place, one token at a time from the longer (reference rule).
+def truncate_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
+    """Truncates a pair in place by the reference rule (`preprocessing.pair_lengths`).
+
+    Drops the last token of the longer list (of `tokens_b` on ties) until the
+    pair holds at most `max_length` tokens.
 
     Args:
       tokens_a: first sequence (modified).
       tokens_b: second sequence (modified).
       max_length: maximum total length.
     """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
+    if max_length < 0:
+        raise ValueError(f"max_length={max_length} is negative; a pair cannot be cut below 0 tokens")
+    keep_a, keep_b = pair_lengths(len(tokens_a), len(tokens_b), max_length)
+    del tokens_a[int(keep_a):]
+    del tokens_b[int(keep_b):]
 
 
 def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
@@ -120,25 +132,18 @@ def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
     """
     if max_seq_length < 3 + (1 if texts_b is not None else 0):
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text; use at least 8")
-    ids_a = tokenizer.tokenize(texts_a)
-    ids_b = tokenizer.tokenize(texts_b) if texts_b is not None else None
-    n = len(ids_a)
-    input_ids = np.full((n, max_seq_length), tokenizer.special.pad, dtype=np.int32)
-    input_mask = np.zeros((n, max_seq_length), dtype=np.int32)
-    segment_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    cls, sep = tokenizer.special.cls, tokenizer.special.sep
-    for i in range(n):
-        a = ids_a[i]
-        if ids_b is not None:
-            b = ids_b[i]
-            truncate_pair(a, b, max_seq_length - 3)
-            seq = [cls] + a + [sep] + b + [sep]
-            seg = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        else:
-            a = a[:max_seq_length - 2]
-            seq = [cls] + a + [sep]
-            seg = [0] * len(seq)
-        input_ids[i, :len(seq)] = seq
-        input_mask[i, :len(seq)] = 1
-        segment_ids[i, :len(seq)] = seg
-    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+    texts_a = list(texts_a)
+    if texts_b is not None:
+        texts_b = list(texts_b)
+        if len(texts_b) != len(texts_a):
+            raise ValueError(f"texts_a holds {len(texts_a)} texts but texts_b {len(texts_b)}; "
+                             f"pass one second text per first text")
+    keys = ("input_ids", "input_mask", "segment_ids")
+    parts = {k: [np.zeros((0, max_seq_length), np.int32)] for k in keys}
+    for start in range(0, len(texts_a), _BATCH):
+        text_b = None if texts_b is None else tf.constant(texts_b[start:start + _BATCH], tf.string)
+        enc = tokenizer.preprocessor(tf.constant(texts_a[start:start + _BATCH], tf.string), text_b,
+                                     sequence_length=max_seq_length, pad_to_sequence_length=True)
+        for k in keys:
+            parts[k].append(enc[k].numpy())
+    return {k: np.concatenate(parts[k]) for k in keys}

@@ -4,32 +4,24 @@ from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoder import ElectraEncoder
 
 
+def _shared_settings(config) -> dict:
+    """Dropout, norm epsilon, initializer and kernels: the same for every ELECTRA layer."""
+    return {"dropout": config.hidden_dropout_prob, "layer_norm_epsilon": config.layer_norm_eps,
+            "initializer_range": config.initializer_range, "fused_kernels": config.fused_kernels}
+
+
 def build_embeddings(config, name="embeddings"):
+    """The token, position and segment embeddings (width E) of `config`."""
     return ElectraEmbeddings(
-        vocab_size=config.vocab_size,
-        embedding_dim=config.embedding_size,
-        max_positions=config.max_position_embeddings,
-        num_segments=config.type_vocab_size,
-        dropout=config.hidden_dropout_prob,
-        layer_norm_epsilon=config.layer_norm_eps,
-        initializer_range=config.initializer_range,
-        fused_kernels=config.fused_kernels,
-        name=name,
-    )
+        vocab_size=config.vocab_size, embedding_dim=config.embedding_size,
+        max_positions=config.max_position_embeddings, num_segments=config.type_vocab_size,
+        name=name, **_shared_settings(config))
 
 
 def _encoder(config, embeddings, name, **sizes):
     """An `ElectraEncoder` with the config's dropout, activation, norms, init and kernels."""
-    return ElectraEncoder(
-        embeddings,
-        dropout=config.hidden_dropout_prob,
-        activation=config.hidden_act,
-        layer_norm_epsilon=config.layer_norm_eps,
-        initializer_range=config.initializer_range,
-        fused_kernels=config.fused_kernels,
-        name=name,
-        **sizes,
-    )
+    return ElectraEncoder(embeddings, activation=config.hidden_act, name=name,
+                          **_shared_settings(config), **sizes)
 
 
 def build_encoder(config, embeddings=None, name="discriminator"):

@@ -4,11 +4,12 @@ import keras
 import keras_hub
 
 from electra_tf.models import fused_ops
+from electra_tf.models.config_fields import ConfigFields
 from electra_tf.models.initializers import electra_initializer
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraEmbeddings(keras.layers.Layer):
+class ElectraEmbeddings(ConfigFields, keras.layers.Layer):
     """Sum of token, position and segment embeddings, then LayerNorm and dropout.
 
     In ELECTRA the generator and the discriminator use one instance of this layer
@@ -34,6 +35,9 @@ class ElectraEmbeddings(keras.layers.Layer):
     TensorShape([2, 5, 8])
     """
 
+    CONFIG_FIELDS = ("vocab_size", "embedding_dim", "max_positions", "num_segments", "dropout",
+                     "fused_kernels", "layer_norm_epsilon", "initializer_range")
+
     def __init__(
         self,
         vocab_size,
@@ -47,14 +51,7 @@ class ElectraEmbeddings(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.fused_kernels = fused_kernels
-        self.vocab_size = vocab_size
-        self.embedding_dim = embedding_dim
-        self.max_positions = max_positions
-        self.num_segments = num_segments
-        self.dropout = dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.initializer_range = initializer_range
+        self.set_config_fields(locals())
         init = electra_initializer(initializer_range)
         self.token_embedding = keras_hub.layers.ReversibleEmbedding(
             vocab_size, embedding_dim, embeddings_initializer=init,
@@ -96,16 +93,3 @@ class ElectraEmbeddings(keras.layers.Layer):
     def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
         return tuple(input_ids_shape) + (self.embedding_dim,)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            embedding_dim=self.embedding_dim,
-            max_positions=self.max_positions,
-            num_segments=self.num_segments,
-            dropout=self.dropout,
-            fused_kernels=self.fused_kernels,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            initializer_range=self.initializer_range,
-        )
-        return config

@@ -2,13 +2,14 @@
 
 import keras
 
+from electra_tf.models.config_fields import ConfigFields
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.initializers import electra_initializer
 from electra_tf.models.transformer_block import TransformerBlock, key_mask
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraEncoder(keras.layers.Layer):
+class ElectraEncoder(ConfigFields, keras.layers.Layer):
     """Embeddings -> optional E->H projection -> post-LN Transformer layers.
 
     The layer layout mirrors `keras_hub.models.ElectraBackbone` one to one
@@ -44,6 +45,11 @@ class ElectraEncoder(keras.layers.Layer):
     TensorShape([2, 5, 16])
     """
 
+    CONFIG_FIELDS = ("embeddings", "hidden_dim", "num_layers", "num_heads", "intermediate_dim",
+                     "dropout", "activation", "layer_norm_epsilon", "initializer_range",
+                     "fused_kernels")
+    LAYER_FIELDS = ("embeddings",)
+
     def __init__(
         self,
         embeddings,
@@ -59,21 +65,10 @@ class ElectraEncoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(embeddings, dict):
-            embeddings = keras.layers.deserialize(embeddings)
-        self.embeddings = embeddings
-        self.hidden_dim = hidden_dim
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.initializer_range = initializer_range
-        self.fused_kernels = fused_kernels
+        self.set_config_fields(locals())
         init = electra_initializer(initializer_range)
         self.embeddings_projection = None
-        if embeddings.embedding_dim != hidden_dim:
+        if self.embeddings.embedding_dim != hidden_dim:
             self.embeddings_projection = keras.layers.Dense(
                 hidden_dim, kernel_initializer=init, dtype=self.dtype_policy,
                 name="embeddings_projection",
@@ -117,18 +112,3 @@ class ElectraEncoder(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape["input_ids"]) + (self.hidden_dim,)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            embeddings=keras.layers.serialize(self.embeddings),
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            initializer_range=self.initializer_range,
-            fused_kernels=self.fused_kernels,
-        )
-        return config

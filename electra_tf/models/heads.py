@@ -2,12 +2,13 @@
 
 import keras
 
+from electra_tf.models.config_fields import ConfigFields
 from electra_tf.models.initializers import electra_initializer
 from electra_tf.models.transformer_block import gelu_activation
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class MaskedLMHead(keras.layers.Layer):
+class MaskedLMHead(ConfigFields, keras.layers.Layer):
     """Masked-LM head: gather -> dense(E, gelu) -> LayerNorm -> tied softmax weights + bias.
 
     The masked positions are gathered first, so logits are [batch, P, vocab]
@@ -28,15 +29,14 @@ class MaskedLMHead(keras.layers.Layer):
     returns logits [batch, P, vocab] in the compute dtype.
     """
 
+    CONFIG_FIELDS = ("token_embedding", "layer_norm_epsilon", "initializer_range", "activation")
+    LAYER_FIELDS = ("token_embedding",)
+
     def __init__(self, token_embedding, layer_norm_epsilon=1e-12, initializer_range=0.02,
                  activation="gelu", **kwargs):
         super().__init__(**kwargs)
-        if isinstance(token_embedding, dict):
-            token_embedding = keras.layers.deserialize(token_embedding)
-        self.token_embedding = token_embedding
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.initializer_range = initializer_range
-        self.activation = activation
+        self.set_config_fields(locals())
+        token_embedding = self.token_embedding  # the layer, also when given as a config
         self.intermediate_dense = keras.layers.Dense(
             token_embedding.output_dim, activation=gelu_activation(activation),
             kernel_initializer=electra_initializer(initializer_range), dtype=self.dtype_policy,
@@ -61,12 +61,6 @@ class MaskedLMHead(keras.layers.Layer):
     def compute_output_shape(self, inputs_shape, mask_positions_shape):
         return tuple(mask_positions_shape) + (self.token_embedding.input_dim,)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(token_embedding=keras.layers.serialize(self.token_embedding),
-                      layer_norm_epsilon=self.layer_norm_epsilon,
-                      initializer_range=self.initializer_range, activation=self.activation)
-        return config
 
 
 def build_generator_head(token_embedding, layer_norm_epsilon=1e-12,
@@ -77,7 +71,7 @@ def build_generator_head(token_embedding, layer_norm_epsilon=1e-12,
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class DiscriminatorHead(keras.layers.Layer):
+class DiscriminatorHead(ConfigFields, keras.layers.Layer):
     """Per-token replaced/original logit: dense(H, gelu) -> dense(1).
 
     Args:
@@ -89,11 +83,11 @@ class DiscriminatorHead(keras.layers.Layer):
     Returns float32 logits [batch, seq]; positive means "replaced".
     """
 
+    CONFIG_FIELDS = ("hidden_dim", "initializer_range", "activation")
+
     def __init__(self, hidden_dim, initializer_range=0.02, activation="gelu", **kwargs):
         super().__init__(**kwargs)
-        self.hidden_dim = hidden_dim
-        self.initializer_range = initializer_range
-        self.activation = activation
+        self.set_config_fields(locals())
         init = electra_initializer(initializer_range)
         self.dense = keras.layers.Dense(
             hidden_dim, activation=gelu_activation(activation), kernel_initializer=init,
@@ -115,8 +109,3 @@ class DiscriminatorHead(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1])
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_dim=self.hidden_dim, initializer_range=self.initializer_range,
-                      activation=self.activation)
-        return config

@@ -43,7 +43,6 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-from keras.src.saving import saving_lib  # save/load_weights_only: weights of one layer, no model wrapper
 
 from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
 from electra_tf.data.fs import write_text_atomic
@@ -51,6 +50,7 @@ from electra_tf.models.builders import build_embeddings, build_encoder, build_ge
 from electra_tf.models import legacy_weights
 from electra_tf.models.heads import DiscriminatorHead, build_generator_head
 from electra_tf.errors import ElectraError, error_line
+from electra_tf.keras_compat import load_weights_only, save_weights_only
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -72,7 +72,7 @@ class ModelDirError(ElectraError, ValueError):
 
 def _save_layer(layer, path):
     tmp = path + ".tmp.weights.h5"
-    saving_lib.save_weights_only(layer, tmp)
+    save_weights_only(layer, tmp)
     os.replace(tmp, path)
 
 
@@ -84,7 +84,7 @@ def load_layer(layer, path):
     try:
         if legacy_weights.is_legacy(path):  # written by electra_tf 0.1: rename its groups
             source = legacy_weights.current_copy(path)
-        saving_lib.load_weights_only(layer, source)
+        load_weights_only(layer, source)
     except (ValueError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(

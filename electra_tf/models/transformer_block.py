@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.models import fused_ops
+from electra_tf.models.config_fields import ConfigFields
 from electra_tf.models.initializers import electra_initializer
 
 
@@ -45,7 +46,7 @@ def key_mask(padding_mask):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(ConfigFields, keras.layers.Layer):
     """Self-attention -> add & LayerNorm -> feed-forward -> add & LayerNorm.
 
     Args:
@@ -68,16 +69,13 @@ class TransformerBlock(keras.layers.Layer):
     TensorShape([2, 5, 16])
     """
 
+    CONFIG_FIELDS = ("num_heads", "intermediate_dim", "dropout", "activation",
+                     "layer_norm_epsilon", "initializer_range", "fused")
+
     def __init__(self, num_heads, intermediate_dim, dropout=0.1, activation="gelu",
                  layer_norm_epsilon=1e-12, initializer_range=0.02, fused=True, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.initializer_range = initializer_range
-        self.fused = fused
+        self.set_config_fields(locals())
         gelu_activation(activation)  # fail at construction on an unknown name
 
     def build(self, input_shape):
@@ -197,10 +195,3 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
-                      dropout=self.dropout, activation=self.activation,
-                      layer_norm_epsilon=self.layer_norm_epsilon,
-                      initializer_range=self.initializer_range, fused=self.fused)
-        return config

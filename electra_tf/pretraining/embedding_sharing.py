@@ -18,6 +18,7 @@ from __future__ import annotations
 import keras_hub
 import tensorflow as tf
 
+from electra_tf.keras_compat import untrack
 from electra_tf.models import build_embeddings, build_encoder
 
 
@@ -86,7 +87,7 @@ def build_shared_embeddings(config):
         embeddings.token_embedding = DeltaEmbedding(
             generator_embeddings.token_embedding, config.vocab_size, config.embedding_size,
             dtype=embeddings.dtype_policy, name="token_embedding")
-        embeddings._tracker.untrack(plain)  # pylint: disable=protected-access
+        untrack(embeddings, plain)
     return embeddings, generator_embeddings
 
 

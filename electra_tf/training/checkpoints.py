@@ -31,9 +31,9 @@ from typing import List, Optional, Tuple
 import h5py
 import keras
 import tensorflow as tf
-from keras.src.saving import saving_lib  # H5IOStore / _save_state: no public in-memory save
 
 from electra_tf.errors import ElectraError, error_line
+from electra_tf.keras_compat import write_weights_in_memory
 from electra_tf.paths import is_remote
 
 CHECKPOINT_RE = re.compile(r"^ckpt-(\d{8})\.weights\.h5$")
@@ -67,10 +67,8 @@ def checkpoint_bytes(model) -> bytes:
     file-size limit), whereas a failed Python write is an OSError we report.
     """
     buffer = io.BytesIO()
-    store = saving_lib.H5IOStore(buffer, mode="w")
+    store = write_weights_in_memory(model, buffer)
     try:
-        saving_lib._save_state(  # pylint: disable=protected-access
-            model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
         _write_seed_states(model, store.h5_file)
     finally:
         store.close()  # closes the HDF5 file; the buffer stays open

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.errors import ElectraError
+from electra_tf.keras_compat import AdamWHooks
 
 # Variables whose name matches one of these are not weight-decayed, as in the
 # reference (LayerNorm scale/offset and every bias, incl. the MLM output bias
@@ -101,7 +102,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraAdamW(keras.optimizers.AdamW):
+class ElectraAdamW(AdamWHooks):
     """AdamW that clips the replica-summed gradient and may scale the lr per variable.
 
     Args:
@@ -130,7 +131,7 @@ class ElectraAdamW(keras.optimizers.AdamW):
         self.clip_norm = clip_norm
         self.fused = fused  # False: Keras' own AdamW ops (the fused_kernels switch)
         self.lr_multipliers = None if lr_multipliers is None else dict(lr_multipliers)
-        self._var_multipliers: List[float] = []
+        self.var_multipliers: List[float] = []
 
     def build(self, var_list):
         if self.lr_multipliers is not None:
@@ -141,15 +142,15 @@ class ElectraAdamW(keras.optimizers.AdamW):
                     f"compute them with layerwise_lr_multipliers() on the built model")
         super().build(var_list)
         if self.lr_multipliers is not None:
-            self._var_multipliers = [float(self.lr_multipliers[v.path]) for v in var_list]
+            self.var_multipliers = [float(self.lr_multipliers[v.path]) for v in var_list]
 
-    def _apply_weight_decay(self, variables):
+    def weight_decay_step(self, variables):
         # Folded into `update_step` (the decay does not depend on the gradient,
         # so decaying first and updating after is the same arithmetic).
         if self.amsgrad or not self.fused:
-            super()._apply_weight_decay(variables)
+            super().weight_decay_step(variables)
 
-    def _constants(self, decay, dtype=tf.float32):
+    def constants(self, decay, dtype=tf.float32):
         # 1 - beta in float64 first: float32(0.999) is 1.3e-5 off in 1 - beta_2.
         return tf.constant([self.beta_1, self.beta_2, 1 - self.beta_1, 1 - self.beta_2,
                             self.epsilon, decay], dtype)
@@ -164,20 +165,20 @@ class ElectraAdamW(keras.optimizers.AdamW):
         process's peak RSS by 0.8 GB (Small), so each variable has its own.
         The weight decay is scaled by the same (multiplied) learning rate.
         """
-        index = self._get_variable_index(variable)
+        index = self.variable_index(variable)
         dtype = variable.dtype
         learning_rate = tf.cast(learning_rate, dtype)
-        if self._var_multipliers:
-            learning_rate = learning_rate * self._var_multipliers[index]
+        if self.var_multipliers:
+            learning_rate = learning_rate * self.var_multipliers[index]
         if self.amsgrad or not self.fused:  # decayed by `_apply_weight_decay`
             return super().update_step(gradient, variable, learning_rate)
-        momentum, velocity = self._momentums[index], self._velocities[index]
-        decay = self.weight_decay if (self.weight_decay and self._use_weight_decay(variable)) else 0.0
+        momentum, velocity = self.slots(variable)
+        decay = self.weight_decay if self.decays(variable) else 0.0
         new_m, new_v, new_var = _fused_adamw(
             tf.convert_to_tensor(variable), tf.cast(gradient, dtype),
             tf.convert_to_tensor(momentum), tf.convert_to_tensor(velocity),
             learning_rate, tf.cast(self.iterations + 1, dtype),
-            self._constants(decay, dtype))
+            self.constants(decay, dtype))
         self.assign(momentum, new_m)
         self.assign(velocity, new_v)
         self.assign(variable, new_var)
@@ -192,11 +193,11 @@ class ElectraAdamW(keras.optimizers.AdamW):
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         return super().apply(grads, trainable_variables)
 
-    def _all_reduce_sum_gradients(self, grads_and_vars):
+    def reduce_gradients(self, grads_and_vars):
         # Called by the TensorFlow backend before the update (with or without a
         # distribution strategy); the gradients returned here are the
         # replica-summed ones, so this is where the clip belongs.
-        grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
+        grads_and_vars = super().reduce_gradients(grads_and_vars)
         if not self.clip_norm:
             return grads_and_vars
         grads = [g for g, _ in grads_and_vars]

@@ -1,0 +1,145 @@
+"""The interface every fine-tuning task family implements: `FinetuneTask`.
+
+The driver (`run.py`) trains every task the same way and asks the task object
+for everything that differs, so it never needs to know which family a task
+belongs to. A task:
+
+  - reads and encodes its train and dev data once (`prepare_data`),
+  - builds its Keras model around the encoder (`build_model`) and names the
+    loss `compile` needs (`loss`; None when the model computes its own),
+  - evaluates a trained model and writes its dev predictions (`evaluate`),
+    naming the metrics the results table shows (`metric_keys`),
+  - writes what `python -m electra_tf.export` serves (`save_for_export`).
+
+Implementations, one per family: `glue_task.GlueFinetuneTask` (GLUE
+classification and regression), `squad_task.SquadFinetuneTask` (SQuAD 1.1 /
+2.0) and `tagging_task.TaggingFinetuneTask` (CoNLL-style tagging);
+`registry.get_task` maps a --task name to its object.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Dict, List, Optional
+
+import keras
+import numpy as np
+
+from electra_tf.finetune.settings import Settings
+from electra_tf.finetune.training_loop import make_dataset
+
+
+@dataclasses.dataclass
+class TaskData:
+    """A task's encoded data, prepared once and shared by every seed.
+
+    Attributes:
+      train_x: training features (name -> array), `input_ids` among them.
+      train_y: training labels, or None when the model's `compute_loss` reads
+        its targets from `train_x`.
+      dev: what the task's `evaluate` (and `build_model`) need; its own type.
+    """
+    train_x: Dict[str, np.ndarray]
+    train_y: Optional[np.ndarray]
+    dev: Any
+
+    @property
+    def num_train(self) -> int:
+        return len(self.train_x["input_ids"])
+
+
+class FinetuneTask(abc.ABC):
+    """One fine-tuning task: its data, model, loss, evaluation and export.
+
+    Task objects are stateless beyond their name and static description; all
+    per-run state travels in `Settings` and `TaskData`, so one object serves
+    every seed and every run.
+
+    Args:
+      name: the --task name.
+
+    Attributes:
+      reference_epochs: the reference's training epochs for this task.
+      reference_max_seq_length: the reference's sequence length.
+      table_scale: factor the results table applies to metrics (100: they
+        are fractions and shown as percent).
+    """
+
+    reference_epochs: float = 3.0
+    reference_max_seq_length: int = 128
+    table_scale: float = 100.0
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def reference_hparams(self, model_size: str) -> Dict[str, float]:
+        """Reference defaults (google-research/electra configure_finetuning.py).
+
+        Args:
+          model_size: small, base, large (anything else: as base).
+        """
+        lr, decay = (5e-5, 0.9) if model_size == "large" else (1e-4, 0.8)
+        return {"learning_rate": lr, "layerwise_lr_decay": decay, "epochs": self.reference_epochs,
+                "max_seq_length": self.reference_max_seq_length}
+
+    @abc.abstractmethod
+    def prepare_data(self, s: Settings, tokenizer) -> TaskData:
+        """Reads and encodes the train and dev data (bad files raise one line).
+
+        Args:
+          s: resolved settings (data_dir, max_seq_length, example limits, ...).
+          tokenizer: a `FinetuneTokenizer`.
+        """
+
+    @abc.abstractmethod
+    def build_model(self, encoder, config, s: Settings, data: TaskData) -> keras.Model:
+        """The unbuilt fine-tuning model: `encoder` plus this task's head.
+
+        Args:
+          encoder: a freshly built `ElectraEncoder`.
+          config: its `ElectraConfig` (head dropout and initializer range).
+          s: resolved settings.
+          data: this run's `TaskData` (e.g. the tag set sizes the head).
+        """
+
+    def loss(self) -> Optional[keras.losses.Loss]:
+        """The loss `model.compile` takes; None: the model's own `compute_loss`."""
+        return None
+
+    @abc.abstractmethod
+    def evaluate(self, model, s: Settings, data: TaskData, seed_dir: str) -> Dict[str, float]:
+        """Scores the trained model on the dev data and writes its predictions to `seed_dir`.
+
+        Args:
+          model: the trained model.
+          s: resolved settings.
+          data: this run's `TaskData`.
+          seed_dir: the seed's output directory.
+
+        Returns:
+          metric name -> value.
+        """
+
+    @abc.abstractmethod
+    def metric_keys(self, result: Dict) -> List[str]:
+        """The metrics of one seed's `result` that results.json and the table report."""
+
+    def save_for_export(self, seed_dir: str, model, config, tokenizer, s: Settings) -> None:
+        """Writes what `python -m electra_tf.export` needs to serve the model (default: nothing).
+
+        Args:
+          seed_dir: the seed's output directory.
+          model: the trained model.
+          config: its `ElectraConfig`.
+          tokenizer: the `FinetuneTokenizer` it was trained with (vocabulary, casing).
+          s: resolved settings.
+        """
+
+    @staticmethod
+    def predict(model, x: Dict[str, np.ndarray], s: Settings):
+        """The model's outputs on features `x`, in --eval_batch_size batches."""
+        return model.predict(make_dataset(x, None, s.eval_batch_size), verbose=0)

@@ -1,0 +1,92 @@
+"""What one fine-tuning run is configured with: `Settings`, and its one error type.
+
+`python -m electra_tf.finetune` fills `Settings` from its flags; scripts build
+it directly and call `electra_tf.finetune.run.run_task`. The checks here need
+nothing but the settings themselves, so they run before any file is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+from electra_tf.errors import ElectraError
+
+MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class FinetuneError(ElectraError, ValueError):
+    """Bad command-line settings or inputs."""
+
+
+@dataclasses.dataclass
+class Settings:
+    """Everything one fine-tuning run needs (the CLI fills it from flags).
+
+    Attributes mirror the flags of `python -m electra_tf.finetune`; None means
+    "use the reference default for this task and model size" (see
+    `FinetuneTask.reference_hparams`).
+    """
+    task: str
+    init: str
+    data_dir: Optional[str]
+    output_dir: str
+    vocab_file: Optional[str] = None
+    config: Optional[str] = None
+    seeds: Sequence[int] = (1,)
+    learning_rate: Optional[float] = None
+    layerwise_lr_decay: Optional[float] = None
+    reference_lr_power: bool = False
+    epochs: Optional[float] = None
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    max_seq_length: Optional[int] = None
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    max_steps: Optional[int] = None
+    two_layer_head: bool = False
+    pooling: str = "cls"  # classifier input: the [CLS] vector (reference) or "mean" of the tokens
+    double_unordered: bool = True
+    tagging_scheme: str = "BIO"
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    strategy: str = "default"
+    mixed_precision: str = "float32"
+    tfds_data_dir: Optional[str] = None
+    do_lower_case: Optional[bool] = None  # None: config.json's do_lower_case (see run.py's docstring)
+    save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
+    log_every: int = 100  # progress line every N steps
+
+
+def check_mixed_precision(s: Settings) -> None:
+    """Refuses an unknown Keras dtype policy (one line)."""
+    if s.mixed_precision not in MIXED_PRECISION_POLICIES:
+        raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; "
+                            f"use float32, mixed_float16 or mixed_bfloat16")
+
+
+def check_numbers(s: Settings) -> None:
+    """Refuses numeric settings that cannot train, before any work (one line each)."""
+    for name in ("batch_size", "eval_batch_size"):
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FinetuneError(f"--{name}={value} must be a positive integer")
+    for name in ("learning_rate", "epochs"):
+        value = getattr(s, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+            raise FinetuneError(f"--{name}={shown} must be a positive number")
+
+
+def check_intervals(s: Settings) -> None:
+    """Refuses checkpoint / progress intervals that mean nothing (one line)."""
+    if s.save_every < 0 or s.log_every < 1:
+        raise FinetuneError(f"--save_every={s.save_every} must be >= 0 and --log_every={s.log_every} >= 1")

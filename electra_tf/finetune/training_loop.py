@@ -1,0 +1,150 @@
+"""The task-independent half of fine-tuning: strategy, datasets, optimizer, `fit`.
+
+Every task family trains the same way (the reference's AdamW with layer-wise
+learning rates, warmup and linear decay, checkpointed `model.fit`); what
+differs between tasks lives in their `FinetuneTask`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import keras
+import tensorflow as tf
+
+from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
+from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.training.callbacks import current_learning_rate
+from electra_tf.training.distribution import mirrored_strategy
+from electra_tf.training.optimization import WarmupLinearDecay, adamw
+
+
+def distribution_strategy(name: str) -> tf.distribute.Strategy:
+    """The tf.distribute strategy named by --strategy.
+
+    Args:
+      name: "default", "mirrored" or "one_device".
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        # One per process, shared with pre-training and every seed (see there).
+        return mirrored_strategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    raise FinetuneError(f"unknown --strategy {name!r}; use default, mirrored or one_device")
+
+
+def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[int] = None) -> tf.data.Dataset:
+    """Batches feature arrays (and labels) into a `tf.data.Dataset`.
+
+    Args:
+      x: feature name -> array, all of the same length.
+      y: labels, or None (inference, or a model whose `compute_loss` reads `x`).
+      batch_size: examples per batch.
+      shuffle_seed: shuffle with this seed, afresh each pass (None: keep the order).
+    """
+    ds = tf.data.Dataset.from_tensor_slices((x, y) if y is not None else (x,))
+    if shuffle_seed is not None:
+        ds = ds.shuffle(len(next(iter(x.values()))), seed=shuffle_seed, reshuffle_each_iteration=True)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
+    """Fine-tuning's optimizer: the shared `ElectraAdamW` (training/optimization.py).
+
+    Layer-wise learning rates, the reference's warmup + linear decay, and
+    --clip_norm applied to the replica-summed gradient, as in pre-training (so
+    --strategy mirrored takes the same step as one device).
+
+    Args:
+      model: the built fine-tuning model.
+      encoder: its encoder (layer depths are counted in it).
+      s: resolved settings (warmup, weight decay, clipping).
+      lr: peak learning rate.
+      decay: layer-wise learning-rate decay.
+      steps: total optimizer steps.
+
+    Returns:
+      (optimizer, {variable path: lr multiplier}).
+    """
+    mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
+    schedule = WarmupLinearDecay(lr, int(round(s.warmup_proportion * steps)), steps)
+    opt = adamw(schedule, weight_decay=s.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                clip_norm=s.clip_norm or None, lr_multipliers=mult)
+    return opt, mult
+
+
+def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
+    """(total optimizer steps, steps per epoch) for `epochs` over `n_train` examples, capped
+    by --max_steps."""
+    steps_per_epoch = max(1, math.ceil(n_train / s.batch_size))
+    total = max(1, int(round(steps_per_epoch * epochs)))
+    if s.max_steps:
+        total = min(total, s.max_steps)
+    return total, steps_per_epoch
+
+
+class ProgressCallback(keras.callbacks.Callback):
+    """Progress lines every `log_every` steps; a checkpoint every `save_every` steps and
+    at the last one; stops at exactly `total_steps`.
+
+    Args:
+      total_steps: the step training ends at.
+      save_every: checkpoint interval in steps (0: only the last step).
+      log_every: progress-line interval in steps.
+      checkpoints: a `CheckpointManager`.
+    """
+
+    def __init__(self, total_steps: int, save_every: int, log_every: int, checkpoints):
+        super().__init__()
+        self.total_steps = total_steps
+        self.save_every = save_every
+        self.log_every = log_every
+        self.checkpoints = checkpoints
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.log_every == 0 or step >= self.total_steps:
+            loss = float((logs or {}).get("loss", float("nan")))
+            print(f"step {step}/{self.total_steps} loss={loss:.4f} "
+                  f"lr={current_learning_rate(self.model.optimizer):.6g}", flush=True)
+        if step >= self.total_steps:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Keras epochs are checkpoint intervals here (see `fit`).
+        step = int(self.model.optimizer.iterations.numpy())
+        if (self.save_every and step % self.save_every == 0) or step >= self.total_steps:
+            print(f"saved checkpoint {self.checkpoints.save(self.model, step)}", flush=True)
+
+
+def fit(model, ds_train, total_steps: int, start_step: int, s: Settings, checkpoints) -> List[float]:
+    """Trains from `start_step` to exactly `total_steps` over the repeated dataset.
+
+    Keras epochs are checkpoint intervals; the data skips the `start_step`
+    batches already trained on, so a resumed run sees the batches an
+    uninterrupted one would.
+
+    Args:
+      model: the compiled model (restored to `start_step` when resuming).
+      ds_train: the shuffled, batched training dataset (one pass).
+      total_steps: the step training ends at.
+      start_step: the optimizer step it starts from.
+      s: settings (save_every, log_every).
+      checkpoints: a `CheckpointManager` for the seed.
+
+    Returns:
+      the loss logged at the end of each Keras epoch.
+    """
+    if start_step >= total_steps:
+        return []
+    chunk = s.save_every if s.save_every and s.save_every > 0 else total_steps
+    epochs = math.ceil((total_steps - start_step) / chunk)
+    callback = ProgressCallback(total_steps, s.save_every, max(1, s.log_every), checkpoints)
+    hist = model.fit(ds_train.repeat().skip(start_step), epochs=epochs, steps_per_epoch=chunk,
+                     verbose=0, callbacks=[callback],
+                     shuffle=False)  # the dataset is shuffled already
+    return [float(v) for v in hist.history.get("loss", [])]

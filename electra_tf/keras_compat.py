@@ -1,0 +1,134 @@
+"""The one module that reaches into Keras internals (`keras.src`, private names).
+
+Keras 3 has no public API for four things the package needs; each is wrapped
+here under a public name, so a Keras release that moves them breaks one file,
+with one clear message, instead of many:
+
+- writing / reading the weights of a single layer or an already-built model
+  without a model wrapper, strictly (`saving_lib.save_weights_only` /
+  `load_weights_only`);
+- building a `.weights.h5` file in memory (`saving_lib.H5IOStore`,
+  `saving_lib._save_state`), so a full disk is an OSError and not an HDF5
+  SIGSEGV (see `training/checkpoints.py`);
+- dropping a replaced sub-layer from a layer's variable tracking (GDES swaps
+  the discriminator's token table before the model is built);
+- the optimizer hooks AdamW needs: per-variable slots, the weight-decay
+  predicate, and the two methods the TensorFlow backend calls around the
+  update (weight decay, replica sum of gradients), exposed to subclasses of
+  `AdamWHooks` under public names.
+
+`check_keras()` runs at import: outside the tested range (setup.cfg pins it)
+the internals are probed, and a missing one is reported with the Keras version
+and the fix.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras.src.saving import saving_lib
+
+from electra_tf.errors import ElectraError
+
+TESTED = ("3.10", "3.15")  # oldest and newest minor versions the suite has run on
+PIN = "keras>=3.10,<3.16"  # setup.cfg's requirement
+
+
+class KerasVersionError(ElectraError, ImportError):
+    """The installed Keras lacks an internal this package relies on."""
+
+
+def _minor(version: str):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def check_keras() -> None:
+    """Raises KerasVersionError when an internal used here is missing."""
+    needed = {
+        "keras.src.saving.saving_lib.save_weights_only": getattr(saving_lib, "save_weights_only", None),
+        "keras.src.saving.saving_lib.load_weights_only": getattr(saving_lib, "load_weights_only", None),
+        "keras.src.saving.saving_lib.H5IOStore": getattr(saving_lib, "H5IOStore", None),
+        "keras.src.saving.saving_lib._save_state": getattr(saving_lib, "_save_state", None),
+        "keras.optimizers.AdamW._all_reduce_sum_gradients":
+            getattr(keras.optimizers.AdamW, "_all_reduce_sum_gradients", None),
+        "keras.optimizers.AdamW._apply_weight_decay":
+            getattr(keras.optimizers.AdamW, "_apply_weight_decay", None),
+    }
+    missing = [name for name, value in needed.items() if value is None]
+    if missing:
+        raise KerasVersionError(
+            f"keras {keras.__version__} lacks {missing[0]} (electra_tf is tested with keras "
+            f"{TESTED[0]}-{TESTED[1]}.x); install a tested version: pip install '{PIN}'")
+
+
+check_keras()
+
+
+# --------------------------------------------------------------------- weights
+def save_weights_only(layer, path: str) -> None:
+    """Writes the weights of `layer` (a layer or model, built) to a `.weights.h5` file."""
+    saving_lib.save_weights_only(layer, path)
+
+
+def load_weights_only(layer, path: str) -> None:
+    """Loads a `.weights.h5` file into the built `layer`; a structure mismatch raises."""
+    saving_lib.load_weights_only(layer, path)
+
+
+def write_weights_in_memory(layer, buffer) -> "h5py.File":  # noqa: F821 (h5py: Keras' dependency)
+    """Writes `layer`'s weights into the file-like `buffer` as a `.weights.h5` image.
+
+    Returns the open store; the caller may add groups to `store.h5_file` and
+    must call `store.close()` (which leaves `buffer` open).
+    """
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    try:
+        saving_lib._save_state(  # pylint: disable=protected-access
+            layer, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def untrack(layer, child) -> None:
+    """Removes `child` (a replaced attribute value) from `layer`'s variable tracking."""
+    layer._tracker.untrack(child)  # pylint: disable=protected-access
+
+
+# ------------------------------------------------------------------- optimizer
+class AdamWHooks(keras.optimizers.AdamW):
+    """keras.optimizers.AdamW with its internal hooks under public names.
+
+    Subclasses override `weight_decay_step(variables)` (default: Keras' own
+    decoupled decay) and `reduce_gradients(grads_and_vars)` (default: Keras'
+    replica sum), and read the Adam slots of a variable with `slots(variable)`
+    and the decay predicate with `decays(variable)`.
+    """
+
+    # Keras calls these two around `update_step`; they route to the public hooks.
+    def _apply_weight_decay(self, variables):
+        self.weight_decay_step(variables)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return self.reduce_gradients(grads_and_vars)
+
+    def weight_decay_step(self, variables) -> None:
+        """Keras' decoupled weight decay of `variables` (before the Adam update)."""
+        super()._apply_weight_decay(variables)
+
+    def reduce_gradients(self, grads_and_vars):
+        """The replica-summed (gradient, variable) pairs (identity without a strategy)."""
+        return list(super()._all_reduce_sum_gradients(grads_and_vars))
+
+    def variable_index(self, variable) -> int:
+        """The position of `variable` in the optimizer's variable list."""
+        return self._get_variable_index(variable)
+
+    def slots(self, variable):
+        """(momentum, velocity): the Adam moment variables of `variable`."""
+        index = self._get_variable_index(variable)
+        return self._momentums[index], self._velocities[index]
+
+    def decays(self, variable) -> bool:
+        """Whether weight decay applies to `variable` (exclusions already set)."""
+        return bool(self.weight_decay) and self._use_weight_decay(variable)
