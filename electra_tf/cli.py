@@ -7,8 +7,8 @@ Exit codes of every `python -m electra_tf.*` tool:
   130  interrupted (Ctrl-C); re-running the same command resumes
   1    an unexpected failure with a Python traceback (a bug: please report it)
 
-    from electra_tf.cli import run_absl, exit_with_error
-    run_absl(main)   # instead of absl.app.run(main)
+    >>> from electra_tf.cli import run_absl, exit_with_error
+    >>> run_absl(main)  # doctest: +SKIP  (instead of absl.app.run(main))
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import NoReturn
+
+from absl import app, flags
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -56,8 +58,6 @@ def asked_for_help(argv) -> bool:
 
 def parse_absl_flags(argv):
     """absl's flag parsing, except that a bad flag is one `error:` line and exit 2."""
-    from absl import flags  # pylint: disable=import-outside-toplevel
-
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:
@@ -67,8 +67,6 @@ def parse_absl_flags(argv):
 def run_absl(main, argv=None) -> None:
     """absl.app.run(main) with the shared convention: --help exits 0 (absl exits 1 after
     printing the usage) and a flag absl cannot parse is one `error:` line, exit 2."""
-    from absl import app  # pylint: disable=import-outside-toplevel
-
     try:
         app.run(main, argv=argv, flags_parser=parse_absl_flags)
     except SystemExit as e:

@@ -19,6 +19,7 @@ import math
 import os
 from typing import Any, Optional
 
+from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 
 
@@ -265,8 +266,6 @@ class ElectraConfig:
 
         >>> cfg = ElectraConfig.from_json("configs/small.json").for_vocab("vocab.txt")  # doctest: +SKIP
         """
-        from electra_tf.data.vocab import load_vocab  # pylint: disable=import-outside-toplevel
-
         return self.replace(vocab_size=len(load_vocab(vocab_file)))
 
     def with_overrides(self, overrides) -> "ElectraConfig":

@@ -13,11 +13,20 @@ checkpoint. See docs/pretraining.md for every flag and the output layout.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from absl import flags
 
-from electra_tf.pretraining.run import PretrainOptions
+from electra_tf.cli import exit_with_error, report_error, report_interrupted, run_absl
+from electra_tf.config import ConfigError
+from electra_tf.data.errors import DataError
+from electra_tf.data.vocab import VocabError
+from electra_tf.models.saving import ModelDirError
+# The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
+from electra_tf.pretraining import run
+from electra_tf.pretraining.distribution import StrategyError
+from electra_tf.pretraining.run import PretrainError, PretrainOptions
 
 
 def define_flags(fv=None):
@@ -59,7 +68,7 @@ def define_flags(fv=None):
 
 def options_from_flags(fv=None) -> PretrainOptions:
     fv = flags.FLAGS if fv is None else fv
-    names = [f.name for f in __import__("dataclasses").fields(PretrainOptions)]
+    names = [f.name for f in dataclasses.fields(PretrainOptions)]
     values = {n: fv[n].value for n in names if n != "overrides"}
     values["overrides"] = list(fv["override"].value or [])
     return PretrainOptions(**values)
@@ -74,16 +83,8 @@ def parse_args(argv) -> PretrainOptions:
 
 
 def run_cli(opts: PretrainOptions) -> int:
-    from electra_tf.cli import report_error, report_interrupted  # pylint: disable=import-outside-toplevel
-    from electra_tf.config import ConfigError  # pylint: disable=import-outside-toplevel
-    from electra_tf.data.errors import DataError  # pylint: disable=import-outside-toplevel
-    from electra_tf.data.vocab import VocabError  # pylint: disable=import-outside-toplevel
-    from electra_tf.models.saving import ModelDirError  # pylint: disable=import-outside-toplevel
-    from electra_tf.pretraining.distribution import StrategyError  # pylint: disable=import-outside-toplevel
-    from electra_tf.pretraining.run import PretrainError, run_pretraining  # pylint: disable=import-outside-toplevel
-
     try:
-        run_pretraining(opts)
+        run.run_pretraining(opts)
     except (PretrainError, ConfigError, DataError, VocabError, ModelDirError, StrategyError) as e:
         return report_error(str(e))
     except KeyboardInterrupt:
@@ -92,15 +93,11 @@ def run_cli(opts: PretrainOptions) -> int:
 
 
 def main(argv):
-    from electra_tf.cli import exit_with_error  # pylint: disable=import-outside-toplevel
-
     if len(argv) > 1:
         exit_with_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
     sys.exit(run_cli(options_from_flags()))
 
 
 if __name__ == "__main__":
-    from electra_tf.cli import run_absl
-
     define_flags()
     run_absl(main)

@@ -27,6 +27,13 @@ import os
 import sys
 
 from electra_tf.cli import ArgumentParser, report_error
+from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.convert import common, google, hf, keras_hub as kh
+from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+from electra_tf.data.vocab import VocabError
+from electra_tf.models import saving
+from electra_tf.models.saving import ModelDirError
+from electra_tf.pretraining.saving import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")
@@ -34,7 +41,7 @@ TARGETS = ("electra_tf", "google", "hf", "keras_hub")
 
 def parse_args(argv=None):
     p = ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", required=True, choices=SOURCES)
     p.add_argument("--to", dest="target", default="electra_tf", choices=TARGETS)
     p.add_argument("--input", required=True, help="checkpoint prefix/dir, HF dir, preset dir, or model dir")
@@ -58,11 +65,6 @@ def _fail(msg):
 
 
 def run(args) -> int:
-    from electra_tf.config import ConfigError, ElectraConfig
-    from electra_tf.convert.mapping import ConversionError
-    from electra_tf.data.vocab import VocabError
-    from electra_tf.models.saving import ModelDirError
-
     try:
         base = ElectraConfig.from_json(args.config) if args.config else None
         if args.source == "electra_tf":
@@ -75,9 +77,6 @@ def run(args) -> int:
 
 
 def _import(args, base) -> int:
-    from electra_tf.convert import common, google, hf, keras_hub as kh
-    from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR
-
     optional = () if args.require_all else (DISCRIMINATOR_HEAD, GENERATOR)
     source = {"format": args.source, "input": os.path.basename(os.path.normpath(args.input))}
     if args.source == "google":
@@ -120,9 +119,6 @@ def _report(output, status):
 
 
 def _export(args) -> int:
-    from electra_tf.convert import google, hf, keras_hub as kh
-    from electra_tf.models import saving
-
     if args.target == "electra_tf":
         return _fail("--from electra_tf needs --to google, hf or keras_hub")
     vocab = os.path.join(args.input, saving.VOCAB_FILE)
@@ -136,8 +132,6 @@ def _export(args) -> int:
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
                      f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
-    from electra_tf.pretraining.saving import load_pretrainer  # needs the pre-trainer class
-
     pretrainer = load_pretrainer(args.input)
     if args.target == "google":
         google.export_pretrainer(pretrainer, args.output)

@@ -86,6 +86,9 @@ def build_config(sizes: dict, base: Optional[ElectraConfig] = None, num_heads: O
     values.update({k: sizes[k] for k in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                                          "intermediate_size", "max_position_embeddings", "type_vocab_size",
                                          "untied_generator_embeddings")})
+    # How the weights share embeddings is read off the checkpoint, not taken from `base`: a
+    # reference checkpoint holds one table (shared) or two (none); gdes exports as two.
+    values["embedding_sharing"] = "none" if sizes["untied_generator_embeddings"] else "shared"
     values["num_attention_heads"] = int(num_heads)
     values["max_seq_length"] = min(values["max_seq_length"], sizes["max_position_embeddings"])
     gen = sizes.get("generator")

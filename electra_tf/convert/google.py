@@ -18,14 +18,13 @@ import os
 from typing import Dict, Optional, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from electra_tf.convert.mapping import ConversionError, export_tensors, is_ignored, pretrainer_entries
 
 
 def resolve_checkpoint(path: str) -> str:
     """A checkpoint prefix from a prefix, a `.index` file, or a directory."""
-    import tensorflow as tf
-
     if path.endswith(".index"):
         path = path[: -len(".index")]
     if os.path.isdir(path):
@@ -44,8 +43,6 @@ def resolve_checkpoint(path: str) -> str:
 
 def read_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], list]:
     """Returns ({name: array} of model weights, [skipped names])."""
-    import tensorflow as tf
-
     prefix = resolve_checkpoint(path)
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -66,8 +63,6 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], list]:
 
 def write_checkpoint(tensors: Dict[str, np.ndarray], prefix: str) -> str:
     """Writes {name: array} as a TF (V2 bundle) checkpoint with exactly these names."""
-    import tensorflow as tf
-
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     names = sorted(tensors)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),

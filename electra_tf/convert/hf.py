@@ -182,6 +182,7 @@ def read_weights(model_dir: str) -> Dict[str, np.ndarray]:
     binary = os.path.join(model_dir, "pytorch_model.bin")
     if os.path.isfile(binary):
         try:
+            # torch is the optional extra [hf] (not installed by default); only pytorch_model.bin needs it.
             import torch  # pylint: disable=import-outside-toplevel
         except ImportError:
             raise ConversionError(f"{model_dir} has only pytorch_model.bin, which needs torch to read; "
@@ -366,7 +367,8 @@ def export(pretrainer, output_dir: str, vocab_file: Optional[str] = None) -> Dic
                 continue
             hf_name, transpose = canonical_to_hf(name)
             hf[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-        if kind == "generator" and not config.untied_generator_embeddings:
+        if kind == "generator" and "generator/embeddings/word_embeddings" not in tensors:
+            # Shared embeddings: the generator's are the discriminator's (not so for none / gdes).
             for key in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
                 hf[f"electra.embeddings.{key}.weight"] = tensors[f"electra/embeddings/{key}"]
             hf["electra.embeddings.LayerNorm.weight"] = tensors["electra/embeddings/LayerNorm/gamma"]

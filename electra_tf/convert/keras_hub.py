@@ -24,12 +24,15 @@ import json
 import os
 from typing import Optional
 
+import keras
+import keras_hub
 import numpy as np
 
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import new_pretrainer, read_vocab
 from electra_tf.convert.mapping import DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
 from electra_tf.data.vocab import load_vocab
+from electra_tf.models.keras_hub_compat import from_keras_hub_backbone, to_keras_hub_backbone
 
 VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
@@ -62,12 +65,6 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
     Returns (pretrainer, status, vocab_file): a new `ElectraPretrainer` whose
     discriminator encoder (and the shared embeddings) hold the preset's weights.
     """
-    # keras_hub (and keras_hub_compat, which imports it) load only on the keras-hub
-    # paths: importing keras_hub costs seconds that the other converters need not pay.
-    import keras_hub
-
-    from electra_tf.models.keras_hub_compat import from_keras_hub_backbone
-
     if not os.path.isfile(os.path.join(preset_dir, "config.json")):
         raise ConversionError(f"{preset_dir} is not a keras-hub preset directory (no config.json)")
     try:
@@ -102,11 +99,6 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
 
     The pooler, which ELECTRA lacks, holds seeded initial values.
     """
-    import keras
-    import keras_hub  # only on this path (see load_preset)
-
-    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone
-
     keras.utils.set_random_seed(seed)
     backbone = to_keras_hub_backbone(encoder)
     os.makedirs(preset_dir, exist_ok=True)
@@ -129,10 +121,6 @@ def gelu_difference(encoder, inputs, backbone=None) -> dict:
     Returns {"max_abs": ..., "mean_abs": ..., "max_abs_activation": ...} over
     the real (unpadded) positions of the sequence output.
     """
-    import keras
-
-    from electra_tf.models.keras_hub_compat import to_keras_hub_backbone  # imports keras_hub (see load_preset)
-
     backbone = backbone or to_keras_hub_backbone(encoder)
     ours = keras.ops.convert_to_numpy(encoder(inputs, training=False))
     theirs = keras.ops.convert_to_numpy(backbone({

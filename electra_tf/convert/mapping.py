@@ -13,7 +13,7 @@ checkpoints (kernels stored [in, out], attention kernels as 2-D [H, H]):
     electra/encoder/layer_<i>/output/LayerNorm/{gamma,beta}
     discriminator_predictions/dense/{kernel,bias}, discriminator_predictions/dense_1/{kernel,bias}
     generator/...                       the generator encoder, same layout
-                                        (its embeddings are electra/embeddings/ when tied)
+                                        (its embeddings are electra/embeddings/ when shared)
     generator_predictions/dense/{kernel,bias}, generator_predictions/LayerNorm/{gamma,beta},
     generator_predictions/output_bias
 
@@ -22,6 +22,13 @@ and every exporter translates back, so there is one mapping onto our variables.
 `assign` checks everything before writing a single variable: names that map to
 nothing, canonical names that nothing provides and shape disagreements are all
 listed in one `ConversionError`.
+
+With `embedding_sharing=gdes` the discriminator's token table is a view,
+E_gen + E_delta (pretraining/embedding_sharing.py): its canonical value is that
+merged table (what `discriminator.weights.h5` holds), and the generator's own
+embeddings are listed under `generator/embeddings/`, as for `none`. A reference
+checkpoint cannot say "gdes", so such an export re-imports as `none`, with the
+same outputs.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, Iterable, List, Optional
 
+import keras
 import numpy as np
 
 from electra_tf.errors import ElectraError
@@ -86,6 +94,18 @@ def _plain(name, var, part):
 def _reshaped(name, var, part, canonical_shape):
     ours = tuple(var.shape)
     return Entry(name, var, part, _reshape_to(canonical_shape), _reshape_to(ours))
+
+
+def _merged_table(name, delta, base, part):
+    """gdes: `delta` (E_delta) seen as the canonical table E_gen + E_delta, `base` being E_gen.
+
+    Reading back subtracts E_gen's value at that moment, so it must be assigned
+    after the generator's table (`check_and_assign` follows the entries' order).
+    """
+    def base_value():
+        return np.asarray(keras.ops.convert_to_numpy(base.value), np.float32)
+
+    return Entry(name, delta, part, lambda x: x + base_value(), lambda x: x - base_value())
 
 
 def _dense(prefix, layer, part):
@@ -148,12 +168,19 @@ def generator_head_entries(head) -> List[Entry]:
 
 def pretrainer_entries(pretrainer) -> List[Entry]:
     """Every weight of an `ElectraPretrainer`, once, under its canonical name."""
-    tied = not pretrainer.config.untied_generator_embeddings
+    sharing = pretrainer.config.embedding_sharing  # shared | none | gdes (config.py)
     out = encoder_entries(pretrainer.discriminator, "electra", DISCRIMINATOR, "electra/embeddings")
     out += discriminator_head_entries(pretrainer.discriminator_head)
     out += encoder_entries(pretrainer.generator, "generator", GENERATOR,
-                           None if tied else "generator/embeddings")
+                           None if sharing == "shared" else "generator/embeddings")
     out += generator_head_entries(pretrainer.generator_head)
+    if sharing == "gdes":
+        # The discriminator's table is E_gen + E_delta: listed last, after E_gen.
+        name = "electra/embeddings/word_embeddings"
+        plain = next(e for e in out if e.name == name)
+        out.remove(plain)
+        out.append(_merged_table(name, plain.variable,
+                                 pretrainer.generator.embeddings.token_embedding.embeddings, DISCRIMINATOR))
     seen = set()
     for e in out:  # every variable exactly once
         key = id(e.variable)
@@ -168,8 +195,6 @@ def pretrainer_entries(pretrainer) -> List[Entry]:
 
 def export_tensors(entries: Iterable[Entry], parts=PARTS) -> Dict[str, np.ndarray]:
     """{canonical name: array in the canonical layout} of our weights."""
-    import keras
-
     return {e.name: np.asarray(e.to_canonical(keras.ops.convert_to_numpy(e.variable.value)), np.float32)
             for e in entries if e.part in parts}
 
@@ -217,7 +242,7 @@ def check_and_assign(entries: List[Entry], tensors: Dict[str, np.ndarray], sourc
         problems.append(f"{len(mismatched)} shape mismatch(es):\n  " + "\n  ".join(mismatched))
     if problems:
         raise ConversionError("cannot convert " + source + ":\n" + "\n".join(problems))
-    for name, value in tensors.items():
-        e = by_name[name]
-        e.variable.assign(e.from_canonical(np.asarray(value, np.float32)))
+    for e in entries:  # in the entries' order (see _merged_table)
+        if e.name in tensors:
+            e.variable.assign(e.from_canonical(np.asarray(tensors[e.name], np.float32)))
     return status

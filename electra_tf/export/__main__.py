@@ -21,14 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 
 from electra_tf.cli import ArgumentParser, report_error
+from electra_tf.config import ConfigError
+from electra_tf.data.vocab import VocabError
+from electra_tf.export import ExportError, build_module
+from electra_tf.models.saving import ModelDirError
+from electra_tf.paths import output_dir_problem
 
 
 def parse_args(argv=None):
     p = ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model_dir", required=True, help="our model directory, or a classifier directory")
     p.add_argument("--output", required=True, help="SavedModel directory to write")
     p.add_argument("--kind", default="discriminator", choices=("discriminator", "classifier"))
@@ -41,12 +47,6 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from electra_tf.config import ConfigError
-    from electra_tf.data.vocab import VocabError
-    from electra_tf.export import ExportError, build_module
-    from electra_tf.models.saving import ModelDirError
-    from electra_tf.paths import output_dir_problem
-
     problem = output_dir_problem(args.output)
     if problem:
         return report_error(f"cannot write to --output '{args.output}' ({problem}); choose a writable directory")
@@ -57,7 +57,6 @@ def main(argv=None) -> int:
     except (ExportError, ModelDirError, ConfigError, VocabError, ValueError) as e:
         return report_error(str(e))
     if os.path.exists(args.output):
-        import shutil
         shutil.rmtree(args.output)
     module.save(args.output)
     print(json.dumps({"output": args.output, "kind": args.kind, "max_seq_length": module.max_seq_length,

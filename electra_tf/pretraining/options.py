@@ -1,0 +1,254 @@
+"""The options of a pre-training job and their checks (step 1 of `run_pretraining`).
+
+`validate_options` resolves every default and checks the flags, the config, the
+data manifests and the model directory before anything is written or any
+TensorFlow op runs; a bad input raises `PretrainError` naming the culprit and
+the fix. The result is a `RunPlan` that the later steps fill in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.data import manifest as mf
+from electra_tf.data.vocab import load_vocab
+from electra_tf.errors import ElectraError
+from electra_tf.paths import is_remote, output_dir_problem
+from electra_tf.pretraining import distribution
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
+DEFAULT_CONFIG = os.path.join(REPO_ROOT, "configs", "tiny.json")
+DEFAULT_MODEL_DIR = os.path.join("runs", "default")
+
+# The embedded default: tiny config, a few hundred CPU steps (~2 min on 2 cores).
+DEMO_TRAIN_STEPS = 300
+DEMO_BATCH_SIZE = 32
+DEMO_VOCAB_SIZE = 2000
+DEMO_VOCAB_MIN_COUNT = 2  # a 13k-word corpus: words seen twice become whole pieces
+DEMO_EVAL_DOCS = 4  # the last documents of the sample corpus are held out
+
+# Files inside <model_dir>.
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+CHECKPOINT_DIR = "checkpoints"
+TENSORBOARD_DIR = "tensorboard"
+FINAL_DIR = "pretrained"
+
+# Settings that must not change when a run is resumed.
+RESUME_KEYS = ("config", "train_steps", "batch_size", "grad_accum_steps", "mixed_precision", "seed")
+
+
+class PretrainError(ElectraError, ValueError):
+    """Bad flags or inputs; the message names the culprit and the fix."""
+
+
+@dataclasses.dataclass
+class PretrainOptions:
+    config: Optional[str] = None  # default: configs/tiny.json (embedded default) / required otherwise
+    data_dir: Optional[str] = None  # None: the embedded default (sample corpus)
+    model_dir: Optional[str] = None
+    vocab_file: Optional[str] = None
+    eval_data_dir: Optional[str] = None
+    strategy: str = "auto"
+    tpu: Optional[str] = None
+    num_cpu_devices: int = 0
+    mixed_precision: str = "none"
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    train_steps: Optional[int] = None
+    batch_size: Optional[int] = None
+    grad_accum_steps: int = 1
+    eval_every: Optional[int] = None
+    eval_steps: Optional[int] = None
+    save_every: Optional[int] = None
+    keep_checkpoints: int = 3
+    log_every: Optional[int] = None
+    overrides: List[str] = dataclasses.field(default_factory=list)
+    seed: Optional[int] = None
+    deterministic_data: bool = False
+    collective_timeout_s: float = 0.0
+    skip_corrupt_shards: bool = False  # verify every shard first; train without the corrupt ones
+    verbose: str = "auto"  # auto | 0 | 1 | 2 (Keras progress bar)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """The resolved settings of one job; the embedded default fills in its data paths later."""
+    embedded: bool  # no --data_dir: data built from the sample corpus
+    config: ElectraConfig
+    strategy_name: str
+    train_steps: int
+    batch_size: int  # global
+    save_every: int
+    log_every: int
+    eval_every: int
+    steps_per_execution: int
+    model_dir: str
+    remote: bool  # model_dir is gs:// (or another non-local path)
+    data_dir: Optional[str]
+    eval_dir: Optional[str]
+    vocab_file: Optional[str]
+
+
+def fail(message: str):
+    raise PretrainError(message)
+
+
+def read_json(path: str):
+    with tf.io.gfile.GFile(path, "r") as f:
+        return json.loads(f.read())
+
+
+def _positive(name: str, value, allow_none=True):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        fail(f"--{name}={value!r} must be a positive integer")
+
+
+def _resolve_config_path(path: Optional[str]) -> str:
+    if path is None:
+        return DEFAULT_CONFIG
+    if os.path.isfile(path) or is_remote(path):
+        return path
+    in_repo = os.path.join(REPO_ROOT, path)
+    if os.path.isfile(in_repo):
+        return in_repo
+    fail(f"--config {path!r} does not exist; pass a JSON file such as configs/small.json")
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _manifest_of(data_dir: str, flag: str):
+    if not tf.io.gfile.isdir(data_dir):
+        fail(f"--{flag} {data_dir!r} is not a directory; pass the --output_dir of "
+             f"python -m electra_tf.data.build_pretraining_data")
+    manifest = mf.load_manifest(data_dir)
+    if manifest is None:
+        fail(f"--{flag} {data_dir!r} has no manifest.json (an unfinished or foreign build); re-run "
+             f"python -m electra_tf.data.build_pretraining_data with the same flags to finish it")
+    return manifest
+
+
+def _run_vocab_size(model_dir: str) -> Optional[int]:
+    """The config vocab_size of the run already in model_dir (None: no run there)."""
+    path = os.path.join(model_dir, RUN_FILE)
+    try:
+        if not tf.io.gfile.exists(path):
+            return None
+        return ((read_json(path).get("settings") or {}).get("config") or {}).get("vocab_size")
+    except (ValueError, AttributeError, tf.errors.OpError):
+        return None  # an unreadable run.json is reported where it is read
+
+
+def _has_gpu() -> bool:
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: str,
+                      log: Callable[[str], None]) -> ElectraConfig:
+    """--data_dir / --eval_data_dir / --vocab_file against their manifests; returns the config
+    with the shards' casing and vocabulary size."""
+    data_dir, vocab_file = opts.data_dir, opts.vocab_file
+    manifest = _manifest_of(data_dir, "data_dir")
+    if opts.eval_data_dir:
+        _manifest_of(opts.eval_data_dir, "eval_data_dir")
+    if not vocab_file:
+        fail("--vocab_file is required with --data_dir (the vocab.txt the shards were built with)")
+    lower = manifest.get("do_lower_case")
+    if lower is not None and bool(lower) != config.do_lower_case:
+        # The shards were tokenized with this casing: the model (config.json of the
+        # final directory, which fine-tuning and export read) must record it.
+        log(f"do_lower_case set to {bool(lower)} from {data_dir}/manifest.json "
+            f"(config said {config.do_lower_case})")
+        config = config.replace(do_lower_case=bool(lower))
+    vocab_size = len(load_vocab(vocab_file)) if not is_remote(vocab_file) else None
+    want = manifest.get("vocab_sha256")
+    if want and _sha256(vocab_file) != want:
+        fail(f"--vocab_file {vocab_file} is not the vocabulary the shards in {data_dir} were built "
+             f"with (sha256 differs from their manifest.json); pass that vocab.txt")
+    overridden = any(o.split("=", 1)[0].strip() == "vocab_size" for o in opts.overrides)
+    if (vocab_size and vocab_size != config.vocab_size and not overridden
+            and _run_vocab_size(model_dir) != config.vocab_size):
+        # The model's vocabulary is the one the shards were built with (a run
+        # started with the config's vocab_size keeps it, so it resumes).
+        log(f"vocab_size set to {vocab_size} from {vocab_file} (config said {config.vocab_size})")
+        config = config.replace(vocab_size=vocab_size)  # counted above; no second read
+    if vocab_size and vocab_size > config.vocab_size:
+        fail(f"--vocab_file has {vocab_size} tokens but the config has vocab_size={config.vocab_size}; "
+             f"add --override vocab_size={vocab_size}")
+    return config
+
+
+def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
+    """Step 1 of a job: cheap checks, nothing written yet and no TensorFlow op run
+    (except the GPU query that --jit_compile with --strategy=mirrored needs)."""
+    embedded = opts.data_dir is None
+    if opts.config is None and not embedded:
+        fail("--config is required with --data_dir (e.g. --config configs/small.json)")
+    config_path = _resolve_config_path(opts.config)
+    config = ElectraConfig.from_json(config_path)
+    if opts.seed is not None:
+        config = config.replace(seed=opts.seed)
+    config = config.with_overrides(opts.overrides)
+    for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "save_every", "log_every"):
+        _positive(name, getattr(opts, name))
+    _positive("grad_accum_steps", opts.grad_accum_steps, allow_none=False)
+    _positive("steps_per_execution", opts.steps_per_execution, allow_none=False)
+    _positive("keep_checkpoints", opts.keep_checkpoints, allow_none=False)
+    if opts.mixed_precision not in ("none", "bf16", "fp16"):
+        fail(f"--mixed_precision={opts.mixed_precision!r} is unknown; choose none, bf16 or fp16")
+    if embedded and (opts.eval_data_dir or opts.vocab_file):
+        fail("--eval_data_dir/--vocab_file need --data_dir (without --data_dir the embedded default "
+             "builds its own data from data/sample_corpus.txt)")
+
+    strategy_name = distribution.resolve_name(opts.strategy, opts.tpu)
+    if embedded and strategy_name in ("multi_worker", "tpu"):
+        fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
+             f"(shards on a path every worker can read, e.g. gs://)")
+    if opts.jit_compile and strategy_name == "mirrored" and not _has_gpu():
+        fail("--jit_compile with --strategy=mirrored over CPU devices fails in XLA (variables on another "
+             "device); drop --jit_compile, or use --strategy=cpu to test XLA on CPU")
+
+    train_steps = opts.train_steps or (DEMO_TRAIN_STEPS if embedded else config.num_train_steps)
+    batch_size = opts.batch_size or (DEMO_BATCH_SIZE if embedded else config.train_batch_size)
+    save_every = opts.save_every or min(train_steps, 100 if embedded else 1000)
+    log_every = opts.log_every or min(save_every, 50 if embedded else 100)
+    spe = opts.steps_per_execution
+    for name, value in (("train_steps", train_steps), ("save_every", save_every)):
+        if value % spe:
+            fail(f"--{name}={value} is not a multiple of --steps_per_execution={spe}; "
+                 f"checkpoints and the last step fall on execution boundaries, so make it one")
+    model_dir = opts.model_dir or (DEFAULT_MODEL_DIR if embedded else None)
+    if not model_dir:
+        fail("--model_dir is required with --data_dir (where checkpoints and the model go)")
+    remote = is_remote(model_dir)
+    if not remote:
+        problem = output_dir_problem(model_dir)
+        if problem:
+            fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
+
+    # Data flags (checked before the strategy: no op runs here).
+    if not embedded:
+        config = _check_data_flags(opts, config, model_dir, log)
+    eval_every = opts.eval_every or save_every
+    if (opts.eval_data_dir or embedded) and eval_every % spe:
+        fail(f"--eval_every={eval_every} is not a multiple of --steps_per_execution={spe}")
+    return RunPlan(embedded=embedded, config=config, strategy_name=strategy_name, train_steps=train_steps,
+                   batch_size=batch_size, save_every=save_every, log_every=log_every, eval_every=eval_every,
+                   steps_per_execution=spe, model_dir=model_dir, remote=remote, data_dir=opts.data_dir,
+                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file)
