@@ -17,9 +17,8 @@ with one clear message, instead of many:
   update (weight decay, replica sum of gradients), exposed to subclasses of
   `AdamWHooks` under public names.
 
-`check_keras()` runs at import: outside the tested range (setup.cfg pins it)
-the internals are probed, and a missing one is reported with the Keras version
-and the fix.
+`check_keras()` runs at import and probes every internal used here; a missing
+one is reported with the Keras version and the tested pin (setup.cfg's).
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ PIN = "keras>=3.10,<3.16"  # setup.cfg's requirement
 
 class KerasVersionError(ElectraError, ImportError):
     """The installed Keras lacks an internal this package relies on."""
-
-
-def _minor(version: str):
-    return tuple(int(part) for part in version.split(".")[:2])
 
 
 def check_keras() -> None:
@@ -74,7 +69,7 @@ def load_weights_only(layer, path: str) -> None:
     saving_lib.load_weights_only(layer, path)
 
 
-def write_weights_in_memory(layer, buffer) -> "h5py.File":  # noqa: F821 (h5py: Keras' dependency)
+def write_weights_in_memory(layer, buffer) -> "saving_lib.H5IOStore":
     """Writes `layer`'s weights into the file-like `buffer` as a `.weights.h5` image.
 
     Returns the open store; the caller may add groups to `store.h5_file` and
@@ -101,7 +96,7 @@ class AdamWHooks(keras.optimizers.AdamW):
 
     Subclasses override `weight_decay_step(variables)` (default: Keras' own
     decoupled decay) and `reduce_gradients(grads_and_vars)` (default: Keras'
-    replica sum), and read the Adam slots of a variable with `slots(variable)`
+    replica sum), and read the Adam slots of a variable with `slots(index)`
     and the decay predicate with `decays(variable)`.
     """
 
@@ -124,9 +119,9 @@ class AdamWHooks(keras.optimizers.AdamW):
         """The position of `variable` in the optimizer's variable list."""
         return self._get_variable_index(variable)
 
-    def slots(self, variable):
-        """(momentum, velocity): the Adam moment variables of `variable`."""
-        index = self._get_variable_index(variable)
+    def slots(self, index: int):
+        """(momentum, velocity): the Adam moment variables of the variable at `index`
+        (`variable_index(variable)`)."""
         return self._momentums[index], self._velocities[index]
 
     def decays(self, variable) -> bool:

@@ -10,6 +10,8 @@ SQuAD map answers between characters and word pieces without the reference's
 
 from __future__ import annotations
 
+import itertools
+
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -140,9 +142,10 @@ def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
                              f"pass one second text per first text")
     keys = ("input_ids", "input_mask", "segment_ids")
     parts = {k: [np.zeros((0, max_seq_length), np.int32)] for k in keys}
-    for start in range(0, len(texts_a), _BATCH):
-        text_b = None if texts_b is None else tf.constant(texts_b[start:start + _BATCH], tf.string)
-        enc = tokenizer.preprocessor(tf.constant(texts_a[start:start + _BATCH], tf.string), text_b,
+    chunks_b = _chunks(texts_b, _BATCH) if texts_b is not None else itertools.repeat(None)
+    for chunk_a, chunk_b in zip(_chunks(texts_a, _BATCH), chunks_b):
+        text_b = None if chunk_b is None else tf.constant(chunk_b, tf.string)
+        enc = tokenizer.preprocessor(tf.constant(chunk_a, tf.string), text_b,
                                      sequence_length=max_seq_length, pad_to_sequence_length=True)
         for k in keys:
             parts[k].append(enc[k].numpy())

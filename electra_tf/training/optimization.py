@@ -131,7 +131,7 @@ class ElectraAdamW(AdamWHooks):
         self.clip_norm = clip_norm
         self.fused = fused  # False: Keras' own AdamW ops (the fused_kernels switch)
         self.lr_multipliers = None if lr_multipliers is None else dict(lr_multipliers)
-        self.var_multipliers: List[float] = []
+        self._var_multipliers: List[float] = []
 
     def build(self, var_list):
         if self.lr_multipliers is not None:
@@ -142,7 +142,7 @@ class ElectraAdamW(AdamWHooks):
                     f"compute them with layerwise_lr_multipliers() on the built model")
         super().build(var_list)
         if self.lr_multipliers is not None:
-            self.var_multipliers = [float(self.lr_multipliers[v.path]) for v in var_list]
+            self._var_multipliers = [float(self.lr_multipliers[v.path]) for v in var_list]
 
     def weight_decay_step(self, variables):
         # Folded into `update_step` (the decay does not depend on the gradient,
@@ -150,7 +150,7 @@ class ElectraAdamW(AdamWHooks):
         if self.amsgrad or not self.fused:
             super().weight_decay_step(variables)
 
-    def constants(self, decay, dtype=tf.float32):
+    def _constants(self, decay, dtype=tf.float32):
         # 1 - beta in float64 first: float32(0.999) is 1.3e-5 off in 1 - beta_2.
         return tf.constant([self.beta_1, self.beta_2, 1 - self.beta_1, 1 - self.beta_2,
                             self.epsilon, decay], dtype)
@@ -168,17 +168,17 @@ class ElectraAdamW(AdamWHooks):
         index = self.variable_index(variable)
         dtype = variable.dtype
         learning_rate = tf.cast(learning_rate, dtype)
-        if self.var_multipliers:
-            learning_rate = learning_rate * self.var_multipliers[index]
+        if self._var_multipliers:
+            learning_rate = learning_rate * self._var_multipliers[index]
         if self.amsgrad or not self.fused:  # decayed by `_apply_weight_decay`
             return super().update_step(gradient, variable, learning_rate)
-        momentum, velocity = self.slots(variable)
+        momentum, velocity = self.slots(index)
         decay = self.weight_decay if self.decays(variable) else 0.0
         new_m, new_v, new_var = _fused_adamw(
             tf.convert_to_tensor(variable), tf.cast(gradient, dtype),
             tf.convert_to_tensor(momentum), tf.convert_to_tensor(velocity),
             learning_rate, tf.cast(self.iterations + 1, dtype),
-            self.constants(decay, dtype))
+            self._constants(decay, dtype))
         self.assign(momentum, new_m)
         self.assign(velocity, new_v)
         self.assign(variable, new_var)
