@@ -22,7 +22,7 @@ from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
 from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, save_classifier
 from electra_tf.finetune.tasks import ClassifierModel, build_and_call
-from electra_tf.models import build_encoder
+from electra_tf.models import build_encoder, legacy_weights
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir
 from electra_tf.keras_compat import load_weights_only
@@ -74,8 +74,9 @@ def load_classifier(model_dir: str):
                             pooling=meta.get("pooling", "cls"))
     build_and_call(model, meta["max_seq_length"])
     try:
-        load_weights_only(model, weights)
-    except ValueError as e:
+        with legacy_weights.readable(weights) as source:  # classifiers saved by electra_tf 0.1
+            load_weights_only(model, source)
+    except (ValueError, OSError) as e:
         raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({error_line(e)})") from None
     return model, config, meta
 

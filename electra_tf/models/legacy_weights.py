@@ -9,9 +9,11 @@ groups to today's attribute names in a temporary copy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from typing import Iterator
 
 import h5py
 
@@ -60,6 +62,22 @@ def current_copy(path: str) -> str:
         os.remove(tmp)
         raise
     return tmp
+
+
+@contextlib.contextmanager
+def readable(path: str) -> Iterator[str]:
+    """Yields a path Keras can load into today's layers: `path` itself, or a renamed
+    temporary copy of an old-layout file, deleted on exit.
+
+    Every reader of `.weights.h5` files goes through this (model directories,
+    fine-tuning --init, classifier directories), so an old run loads everywhere.
+    """
+    source = current_copy(path) if is_legacy(path) else path
+    try:
+        yield source
+    finally:
+        if source != path:
+            os.remove(source)
 
 
 def _copy_group_attrs(obj, dst, name):

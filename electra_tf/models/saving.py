@@ -80,20 +80,15 @@ def load_layer(layer, path):
     """Loads `path` (.weights.h5) into a built layer; ModelDirError when missing or mismatched."""
     if not os.path.isfile(path):
         raise ModelDirError(f"{path} is missing; pass a directory written by electra_tf (pretrain or convert)")
-    source = path
     try:
-        if legacy_weights.is_legacy(path):  # written by electra_tf 0.1: rename its groups
-            source = legacy_weights.current_copy(path)
-        load_weights_only(layer, source)
+        with legacy_weights.readable(path) as source:  # electra_tf 0.1 files: groups renamed
+            load_weights_only(layer, source)
     except (ValueError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(
             f"{path} does not fit the model described by config.json ({first}); "
             "check that the config belongs to these weights"
         ) from None
-    finally:
-        if source != path:
-            os.remove(source)
 
 
 def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None) -> str:

@@ -77,3 +77,21 @@ def _built(config):
     pretrainer = ElectraPretrainer(config, SPECIAL)
     pretrainer.build()
     return pretrainer
+
+
+def test_finetune_init_reads_an_old_discriminator_file(tmp_path, repo_root):
+    # `finetune --init <old run>` reads the file directly, not through load_discriminator.
+    from electra_tf.finetune.encoder_init import load_encoder_weights
+    from electra_tf.models import build_encoder
+
+    config = ElectraConfig.from_json(str(repo_root / "configs" / "tiny.json"))
+    pretrainer = _built(config)
+    saving.save_pretrained(str(tmp_path), pretrainer)
+    path = f"{tmp_path}/{saving.DISCRIMINATOR_FILE}"
+    assert _to_old_layout(path) == 16 * config.num_hidden_layers
+    encoder = build_encoder(config)
+    ones = np.ones((1, 8), "int32")
+    encoder({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones})
+    load_encoder_weights(encoder, path)
+    for ours, theirs in zip(pretrainer.discriminator.weights, encoder.weights):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=ours.path)
