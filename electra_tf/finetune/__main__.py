@@ -55,6 +55,8 @@ flags.DEFINE_integer("max_steps", None, "Stop training after N steps (quick runs
 flags.DEFINE_bool("two_layer_head", False, "Hugging Face two-layer classification head.")
 flags.DEFINE_enum("pooling", "cls", ["cls", "mean"], "GLUE head input: the [CLS] vector "
                   "(reference) or the mean over the tokens (better for small pre-trained encoders).")
+flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N Transformer blocks after "
+                     "loading --init (keeps the embeddings and lower blocks; helps small-data tasks).")
 flags.DEFINE_bool("double_unordered", True, "MRPC/STS-B: also train on swapped sentence pairs (reference).")
 flags.DEFINE_enum("tagging_scheme", "BIO", ["BIO", "BIOES"], "Span scheme for tagging tasks.")
 flags.DEFINE_integer("doc_stride", 128, "SQuAD: distance between document windows.")
@@ -91,7 +93,8 @@ def main(argv):
         warmup_proportion=FLAGS.warmup_proportion, weight_decay=FLAGS.weight_decay,
         clip_norm=FLAGS.clip_norm, max_train_examples=FLAGS.max_train_examples,
         max_eval_examples=FLAGS.max_eval_examples, max_steps=FLAGS.max_steps,
-        two_layer_head=FLAGS.two_layer_head, pooling=FLAGS.pooling, double_unordered=FLAGS.double_unordered,
+        two_layer_head=FLAGS.two_layer_head, pooling=FLAGS.pooling,
+        reinit_top_layers=FLAGS.reinit_top_layers, double_unordered=FLAGS.double_unordered,
         tagging_scheme=FLAGS.tagging_scheme, doc_stride=FLAGS.doc_stride,
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, strategy=FLAGS.strategy,

@@ -17,6 +17,7 @@ import tensorflow as tf
 from electra_tf.errors import error_line
 from electra_tf.finetune.settings import FinetuneError
 from electra_tf.keras_compat import load_weights_only
+from electra_tf.models import build_encoder
 from electra_tf.models.legacy_weights import readable
 from electra_tf.paths import resolve_model_dir
 
@@ -145,3 +146,25 @@ def _load_tf_checkpoint(encoder, path: str) -> None:
         return
     raise FinetuneError(f"{path}: no 'discriminator/' or 'encoder/' variables in this checkpoint; "
                         f"pass the pre-training output (or a .weights.h5 of the discriminator encoder)")
+
+
+def reinit_top_layers(encoder, config, n: int) -> None:
+    """Re-draws the top `n` Transformer blocks of a built encoder from their initializers.
+
+    Fine-tuning on few examples often does better when the blocks closest to the
+    pre-training head start fresh (Zhang et al. 2021, "Revisiting Few-sample BERT
+    Fine-tuning"): they are the most specialised to that head. The embeddings and
+    lower blocks keep their loaded weights.
+
+    Args:
+      encoder: a built `ElectraEncoder` (weights loaded or random).
+      config: its ElectraConfig.
+      n: how many of the top blocks to re-draw (0: none).
+    """
+    if n <= 0:
+        return
+    fresh = build_encoder(config)  # same layer classes and initializers, new draws
+    ones = tf.ones((1, 2), tf.int32)
+    fresh({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones})
+    for block, new in zip(encoder.transformer_layers[-n:], fresh.transformer_layers[-n:]):
+        block.set_weights(new.get_weights())

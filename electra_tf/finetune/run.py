@@ -38,10 +38,11 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.finetune.base_task import FinetuneTask, TaskData
 # Re-exported: callers import these from here (`electra_tf.finetune.run`).
-from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights  # noqa: F401
+from electra_tf.finetune.encoder_init import (find_init_files, load_encoder_weights,  # noqa: F401
+                                             reinit_top_layers)
 from electra_tf.finetune.registry import ALL_TASKS, get_task  # noqa: F401
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals,  # noqa: F401
-                                          check_mixed_precision, check_numbers)
+                                          check_mixed_precision, check_numbers, check_reinit)
 from electra_tf.finetune.tasks import build_and_call
 from electra_tf.finetune.tokenization import FinetuneTokenizer
 from electra_tf.finetune.training_loop import (distribution_strategy, fit, make_dataset,
@@ -84,6 +85,7 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
         build_and_call(model, s.max_seq_length)
         if weights:
             load_encoder_weights(encoder, weights)
+        reinit_top_layers(encoder, cfg, s.reinit_top_layers)  # after loading, for both inits alike
         total, _ = train_steps(data.num_train, s, s.epochs)
         opt, mult = make_optimizer(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
         model.compile(optimizer=opt, loss=task.loss(), jit_compile=False)
@@ -217,6 +219,7 @@ def run_task(s: Settings) -> Dict:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
     weights, config_path, vocab_path, cfg, tokenizer = _resolve(s, task)
     check_intervals(s)
+    check_reinit(s, cfg.num_hidden_layers)
     fixed, settings_path = _resumable_settings(s)
     keras.mixed_precision.set_global_policy(s.mixed_precision)
     data = task.prepare_data(s, tokenizer)

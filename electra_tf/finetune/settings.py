@@ -50,6 +50,7 @@ class Settings:
     max_steps: Optional[int] = None
     two_layer_head: bool = False
     pooling: str = "cls"  # classifier input: the [CLS] vector (reference) or "mean" of the tokens
+    reinit_top_layers: int = 0  # re-draw the top N Transformer blocks after loading --init
     double_unordered: bool = True
     tagging_scheme: str = "BIO"
     doc_stride: int = 128
@@ -84,6 +85,14 @@ def check_numbers(s: Settings) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
             raise FinetuneError(f"--{name}={shown} must be a positive number")
+
+
+def check_reinit(s: Settings, num_hidden_layers: int) -> None:
+    """Refuses a --reinit_top_layers the encoder cannot have (one line)."""
+    n = s.reinit_top_layers
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= num_hidden_layers:
+        raise FinetuneError(f"--reinit_top_layers={n} must be between 0 and the encoder's "
+                            f"{num_hidden_layers} layers")
 
 
 def check_intervals(s: Settings) -> None:
