@@ -58,3 +58,18 @@ def test_out_of_range_is_one_line(n):
     s = Settings(task="sst2", init="random", data_dir=None, output_dir="x", reinit_top_layers=n)
     with pytest.raises(FinetuneError, match=r"--reinit_top_layers=.* between 0 and the encoder's 2 layers"):
         check_reinit(s, 2)
+
+
+def test_cli_refuses_more_layers_than_the_encoder_has(repo_root, sst2_dir, vocab_file, tmp_path):
+    import subprocess
+    import sys
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--init", "random",
+         "--config", str(repo_root / "configs" / "tiny.json"), "--vocab_file", vocab_file,
+         "--data_dir", sst2_dir, "--output_dir", str(out), "--reinit_top_layers", "3"],
+        cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --reinit_top_layers=3 must be between 0 and the encoder's 2 layers"]
+    assert not out.exists()
