@@ -26,7 +26,6 @@ refused with a message (use a new --work_dir).
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import statistics
@@ -40,6 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # study_lib, also when loaded by file path
 SHARED = REPO.parent / "shared" / "data"
 
+from study_lib.data import StudyError, prepare_data  # noqa: E402
 from study_lib.report import write_markdown, write_plot  # noqa: E402
 
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage")
@@ -55,8 +55,6 @@ STUDY_KEYS = ("config", "corpus", "corpus_max_lines", "vocab_size", "seq_length"
               "ft_batch_size", "ft_learning_rate", "ft_layerwise_lr_decay")
 
 
-class StudyError(ValueError):
-    """Bad flags or an inconsistent work directory; the message names the fix."""
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -203,47 +201,6 @@ def plan_run(config, objective: str, budget: float, args) -> Dict:
             "config": cfg}
 
 
-# ----------------------------------------------------------------------- data
-def prepare_data(args, work: Path) -> Dict[str, str]:
-    """One vocabulary and one set of shards for every run (built once, then reused)."""
-    from electra_tf.data.build_pretraining_data import build_pretraining_data
-    from electra_tf.data.build_vocab import build_vocab
-    from electra_tf.data.manifest import load_manifest
-
-    data = work / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    files = sorted({f for pattern in args.corpus.split(",") if pattern.strip()
-                    for f in glob.glob(os.path.expanduser(pattern.strip()))})
-    if not files:
-        raise StudyError(f"--corpus {args.corpus!r} matches no file; pass text files or globs")
-    if args.corpus_max_lines:
-        # Quick runs: the first N lines of each file, copied once.
-        cut = data / "corpus"
-        cut.mkdir(exist_ok=True)
-        short = []
-        for i, f in enumerate(files):
-            target = cut / f"{i}_{os.path.basename(f)}"
-            if not target.is_file():
-                with open(f, encoding="utf-8") as src:
-                    lines = [line for _, line in zip(range(args.corpus_max_lines), src)]
-                tmp = target.with_suffix(".tmp")
-                tmp.write_text("".join(lines), encoding="utf-8")
-                os.replace(tmp, target)
-            short.append(str(target))
-        files = short
-    vocab = data / "vocab.txt"
-    if not vocab.is_file():
-        _log(f"learning a {args.vocab_size}-token WordPiece vocabulary from {len(files)} file(s)")
-        build_vocab(files, args.vocab_size, str(vocab), sample_lines=0, log=_log)
-    shards = data / "shards"
-    if load_manifest(str(shards)) is None:
-        _log(f"building pre-training shards (seq {args.seq_length}) in {shards}")
-        build_pretraining_data(str(shards), str(vocab), files, max_seq_length=args.seq_length,
-                               num_shards=2, num_processes=1, seed=args.seed, progress=False,
-                               log=_log)
-    return {"vocab_file": str(vocab), "data_dir": str(shards)}
-
-
 # ------------------------------------------------------------------------ runs
 def _reset_keras():
     import keras
@@ -346,7 +303,7 @@ def run_study(args) -> Dict:
     from electra_tf.data.vocab import load_vocab
     from electra_tf.flops import train_flops_per_step
 
-    data = prepare_data(args, work)
+    data = prepare_data(args, work, _log)
     config = study_config(args, len(load_vocab(data["vocab_file"])))
     electra_step = train_flops_per_step(config.replace(objective="electra"), args.batch_size,
                                         convention=args.convention)["total"]
