@@ -39,7 +39,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # study_lib, also when loaded by file path
 SHARED = REPO.parent / "shared" / "data"
 
-from study_lib.data import StudyError, prepare_data  # noqa: E402
+from study_lib import StudyError  # noqa: E402
+from study_lib.data import prepare_data  # noqa: E402
 from study_lib.report import write_markdown, write_plot  # noqa: E402
 
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage")
@@ -53,8 +54,6 @@ STUDY_KEYS = ("config", "corpus", "corpus_max_lines", "vocab_size", "seq_length"
               "learning_rate", "warmup_fraction", "two_stage_fraction", "convention", "seed",
               "glue_dir", "ft_train_examples", "ft_eval_examples", "ft_epochs", "ft_seq_length",
               "ft_batch_size", "ft_learning_rate", "ft_layerwise_lr_decay")
-
-
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from electra_tf.errors import error_line
 from electra_tf.finetune.settings import FinetuneError
+from electra_tf.finetune.tasks import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.models.legacy_weights import readable
@@ -163,8 +164,6 @@ def reinit_top_layers(encoder, config, n: int) -> None:
     """
     if n <= 0:
         return
-    fresh = build_encoder(config)  # same layer classes and initializers, new draws
-    ones = tf.ones((1, 2), tf.int32)
-    fresh({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones})
+    fresh = build_and_call(build_encoder(config), 2)  # same layers and initializers, new draws
     for block, new in zip(encoder.transformer_layers[-n:], fresh.transformer_layers[-n:]):
         block.set_weights(new.get_weights())

@@ -11,7 +11,6 @@ SQuAD map answers between characters and word pieces without the reference's
 from __future__ import annotations
 
 import itertools
-
 from typing import List, Sequence, Tuple
 
 import numpy as np

@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict
 
-
-class StudyError(ValueError):
-    """Bad flags or an inconsistent work directory; the message names the fix."""
+from study_lib import StudyError
 
 
 def prepare_data(args, work: Path, log: Callable[[str], None]) -> Dict[str, str]:

@@ -6,14 +6,12 @@ import pytest
 from electra_tf.config import ElectraConfig
 from electra_tf.finetune.encoder_init import reinit_top_layers
 from electra_tf.finetune.settings import FinetuneError, Settings, check_reinit
+from electra_tf.finetune.tasks import build_and_call
 from electra_tf.models import build_encoder
 
 
 def _built(config):
-    encoder = build_encoder(config)
-    ones = np.ones((1, 4), "int32")
-    encoder({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones})
-    return encoder
+    return build_and_call(build_encoder(config), 4)
 
 
 def _values(layer):
