@@ -95,3 +95,23 @@ def test_finetune_init_reads_an_old_discriminator_file(tmp_path, repo_root):
     load_encoder_weights(encoder, path)
     for ours, theirs in zip(pretrainer.discriminator.weights, encoder.weights):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=ours.path)
+
+
+def test_an_old_training_checkpoint_resumes(tmp_path, repo_root):
+    # `pretrain` resuming a run saved before the block rewrite reads its checkpoint renamed.
+    from electra_tf.pretraining.callbacks import CheckpointManager
+    from electra_tf.pretraining.optimization import create_optimizer
+
+    config = ElectraConfig.from_json(str(repo_root / "configs" / "tiny.json"))
+    saved = _built(config)
+    saved.compile(optimizer=create_optimizer(config, train_steps=100))
+    saved.optimizer.build(saved.trainable_variables)
+    saved.optimizer.iterations.assign(40)
+    path = CheckpointManager(str(tmp_path)).save(saved, step=40)
+    assert _to_old_layout(path) >= 16 * config.num_hidden_layers
+
+    fresh = _built(config)
+    fresh.compile(optimizer=create_optimizer(config, train_steps=100))
+    assert CheckpointManager(str(tmp_path)).restore_latest(fresh) == (40, path)
+    for ours, theirs in zip(saved.weights, fresh.weights):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=ours.path)
