@@ -63,6 +63,9 @@ def define_flags(fv=None):
                       "Verify every training shard first (reads all bytes) and train without the missing, "
                       "truncated or corrupted ones, reporting how many (default: stop naming the shard).",
                       flag_values=fv)
+    flags.DEFINE_string("continue_from", None, "Start a new run from the newest checkpoint of this run "
+                        "directory (weights, optimizer state and step) and go on to --train_steps, e.g. on "
+                        "in-domain text; re-running the same command resumes the new run.", flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 
 

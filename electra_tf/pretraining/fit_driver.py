@@ -68,9 +68,15 @@ def fit_to_step(model, optimizer, train_data, callback, *, train_steps: int, sta
     callbacks = [nan_guard, callback]
     full_epochs = train_steps // steps_per_epoch
     fit_started = time.time()
-    start_epoch = start_step // steps_per_epoch
     try:
-        if start_step < full_epochs * steps_per_epoch:
+        # A run continued from another run's step may start off the epoch grid: step to it first.
+        head = -start_step % steps_per_epoch
+        if head and start_step + head <= full_epochs * steps_per_epoch:
+            model.fit(train_data, epochs=1, steps_per_epoch=head, callbacks=callbacks, verbose=verbose,
+                      shuffle=False)
+            start_step = int(optimizer.iterations.numpy())
+        start_epoch = start_step // steps_per_epoch
+        if start_step < full_epochs * steps_per_epoch and not model.stop_training:
             model.fit(train_data, epochs=full_epochs, initial_epoch=start_epoch,
                       steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose, shuffle=False)
         done = int(optimizer.iterations.numpy())

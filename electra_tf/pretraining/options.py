@@ -22,6 +22,7 @@ from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.paths import is_remote, output_dir_problem
 from electra_tf.pretraining import distribution
+from electra_tf.training.checkpoints import CheckpointManager
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
@@ -77,6 +78,9 @@ class PretrainOptions:
     collective_timeout_s: float = 0.0
     skip_corrupt_shards: bool = False  # verify every shard first; train without the corrupt ones
     verbose: str = "auto"  # auto | 0 | 1 | 2 (Keras progress bar)
+    # Another run directory: a new run starts from its newest checkpoint (weights,
+    # optimizer state, step) and goes on to train_steps, e.g. on other text.
+    continue_from: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -194,6 +198,26 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
     return config
 
 
+def continue_from_checkpoint(run_dir: str) -> Optional[str]:
+    """The newest checkpoint of run `run_dir` (None if it has none)."""
+    directory = os.path.join(run_dir, CHECKPOINT_DIR)
+    if not tf.io.gfile.isdir(directory):
+        return None
+    latest = CheckpointManager(directory).latest()
+    return latest[1] if latest else None
+
+
+def _check_continue_from(run_dir: str, model_dir: str, embedded: bool) -> None:
+    if embedded:
+        fail("--continue_from needs --data_dir (the text to go on pre-training on)")
+    if os.path.normpath(run_dir) == os.path.normpath(model_dir):
+        fail(f"--continue_from is --model_dir ({run_dir}); to resume a run re-run it without "
+             f"--continue_from, to go on from it pass a new --model_dir")
+    if continue_from_checkpoint(run_dir) is None:
+        fail(f"--continue_from {run_dir} holds no checkpoint ({run_dir}/{CHECKPOINT_DIR}/ckpt-*.weights.h5); "
+             f"pass the --model_dir of a pre-training run")
+
+
 def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
     """Step 1 of a job: cheap checks, nothing written yet and no TensorFlow op run
     (except the GPU query that --jit_compile with --strategy=mirrored needs)."""
@@ -241,6 +265,9 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         problem = output_dir_problem(model_dir)
         if problem:
             fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
+
+    if opts.continue_from is not None:
+        _check_continue_from(opts.continue_from, model_dir, embedded)
 
     # Data flags (checked before the strategy: no op runs here).
     if not embedded:
