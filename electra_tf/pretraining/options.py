@@ -100,6 +100,7 @@ class RunPlan:
     data_dir: Optional[str]
     eval_dir: Optional[str]
     vocab_file: Optional[str]
+    continue_from: Optional[str] = None  # the checkpoint --continue_from starts a new run from
 
 
 def fail(message: str):
@@ -198,24 +199,18 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
     return config
 
 
-def continue_from_checkpoint(run_dir: str) -> Optional[str]:
-    """The newest checkpoint of run `run_dir` (None if it has none)."""
-    directory = os.path.join(run_dir, CHECKPOINT_DIR)
-    if not tf.io.gfile.isdir(directory):
-        return None
-    latest = CheckpointManager(directory).latest()
-    return latest[1] if latest else None
-
-
-def _check_continue_from(run_dir: str, model_dir: str, embedded: bool) -> None:
+def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> str:
+    """The newest checkpoint of run `run_dir`, which --continue_from starts from."""
     if embedded:
         fail("--continue_from needs --data_dir (the text to go on pre-training on)")
     if os.path.normpath(run_dir) == os.path.normpath(model_dir):
         fail(f"--continue_from is --model_dir ({run_dir}); to resume a run re-run it without "
              f"--continue_from, to go on from it pass a new --model_dir")
-    if continue_from_checkpoint(run_dir) is None:
+    latest = CheckpointManager(os.path.join(run_dir, CHECKPOINT_DIR)).latest()
+    if latest is None:
         fail(f"--continue_from {run_dir} holds no checkpoint ({run_dir}/{CHECKPOINT_DIR}/ckpt-*.weights.h5); "
              f"pass the --model_dir of a pre-training run")
+    return latest[1]
 
 
 def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
@@ -266,8 +261,9 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         if problem:
             fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
 
+    continue_from = None
     if opts.continue_from is not None:
-        _check_continue_from(opts.continue_from, model_dir, embedded)
+        continue_from = _continue_from_checkpoint(opts.continue_from, model_dir, embedded)
 
     # Data flags (checked before the strategy: no op runs here).
     if not embedded:
@@ -278,4 +274,4 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     return RunPlan(embedded=embedded, config=config, strategy_name=strategy_name, train_steps=train_steps,
                    batch_size=batch_size, save_every=save_every, log_every=log_every, eval_every=eval_every,
                    steps_per_execution=spe, model_dir=model_dir, remote=remote, data_dir=opts.data_dir,
-                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file)
+                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file, continue_from=continue_from)

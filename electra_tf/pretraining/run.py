@@ -36,8 +36,8 @@ from electra_tf.pretraining.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFA
                                             DEMO_BATCH_SIZE, DEMO_EVAL_DOCS, DEMO_TRAIN_STEPS,
                                             DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, FINAL_DIR, REPO_ROOT,
                                             RESUME_KEYS, RUN_FILE, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR,
-                                            PretrainError, PretrainOptions, RunPlan, continue_from_checkpoint,
-                                            fail, read_json, validate_options)
+                                            PretrainError, PretrainOptions, RunPlan, fail, read_json,
+                                            validate_options)
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.run_summary import (build_summary, save_pretrained_remote,  # noqa: F401
                                                 write_final_model)
@@ -141,8 +141,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             start_step, path = resumed
             log(f"resuming from {path} at step {start_step} (learning rate "
                 f"{current_learning_rate(optimizer):.3g})")
-        elif opts.continue_from:  # a new run: start from another run's newest checkpoint
-            path = continue_from_checkpoint(opts.continue_from)
+        elif plan.continue_from:  # a new run: start from another run's newest checkpoint
+            path = plan.continue_from
             try:
                 start_step = checkpoints.restore(model, path)
             except CheckpointError as e:
