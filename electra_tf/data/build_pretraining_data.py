@@ -81,6 +81,7 @@ def build_pretraining_data(
     blanks_separate_docs: bool = True,
     seed: int = 0,
     max_line_bytes: Optional[int] = None,
+    truncate_long_lines: bool = False,
     tfds_name: Optional[str] = None,
     tfds_split: str = "train",
     tfds_text_key: str = "text",
@@ -106,6 +107,9 @@ def build_pretraining_data(
       seed: seeds every random choice (per shard).
       max_line_bytes: lines longer than this are cut (counted and reported);
         default max(64 KiB, 200 * max_seq_length).
+      truncate_long_lines: the reference's rule: text that does not fit in an
+        example is dropped. By default it is split (at sentence ends where
+        possible) and carried into the next examples, so no token is lost.
       tfds_name: read text from this tfds dataset instead of files.
       tfds_split: its split.
       tfds_text_key: the feature holding the text.
@@ -158,6 +162,9 @@ def build_pretraining_data(
         "blanks_separate_docs": bool(blanks_separate_docs), "seed": int(seed),
         "num_shards": num_shards, "max_line_bytes": max_line_bytes, "source": source,
     }
+    if truncate_long_lines:
+        # Only recorded when set, so builds made before the carry rule keep their identity.
+        settings["truncate_long_lines"] = True
     build_id = mf.fingerprint(settings)
 
     # --- resume / refuse a foreign build ------------------------------------------
@@ -172,7 +179,7 @@ def build_pretraining_data(
     common = dict(num_shards=num_shards, output_dir=output_dir, vocab_file=vocab_file,
                   lower_case=bool(lower_case), strip_accents=strip, max_seq_length=max_seq_length,
                   seed=int(seed), blanks_separate_docs=bool(blanks_separate_docs),
-                  max_line_bytes=max_line_bytes)
+                  max_line_bytes=max_line_bytes, carry=not truncate_long_lines)
     if tfds_spec is not None:
         for i, split in enumerate(tfds_splits):
             spec = None if split is None else dict(tfds_spec, split=split)
@@ -269,6 +276,10 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("seed", 0, "Random seed.", flag_values=fv)
     flags.DEFINE_integer("max_line_bytes", None, "Cut longer lines (default max(64KiB, 200*seq)).",
                          flag_values=fv)
+    flags.DEFINE_bool("truncate_long_lines", False,
+                      "The reference's rule: drop the text that does not fit in an example "
+                      "(default: split long lines and carry the rest into the next examples).",
+                      flag_values=fv)
     flags.DEFINE_string("tfds_name", None, "tfds dataset to read instead of --corpus.", flag_values=fv)
     flags.DEFINE_string("tfds_split", "train", "tfds split.", flag_values=fv)
     flags.DEFINE_string("tfds_text_key", "text", "tfds feature holding the text.", flag_values=fv)
@@ -289,7 +300,7 @@ def main(argv) -> None:
             fv.output_dir, fv.vocab_file, fv.corpus, max_seq_length=fv.max_seq_length,
             num_shards=fv.num_shards, num_processes=fv.num_processes, lower_case=fv.lower_case,
             strip_accents=strip, blanks_separate_docs=fv.blanks_separate_docs, seed=fv.seed,
-            max_line_bytes=fv.max_line_bytes, tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
+            max_line_bytes=fv.max_line_bytes, truncate_long_lines=fv.truncate_long_lines, tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
             tfds_text_key=fv.tfds_text_key, tfds_data_dir=fv.tfds_data_dir, overwrite=fv.overwrite,
             progress=fv.progress,
         )

@@ -7,12 +7,19 @@ target is randint(5, max_len). Layout: [CLS] A [SEP] (B [SEP]), zero-padded.
 
 The random draws happen in the same order and under the same conditions as in
 the reference, so a seeded `random.Random` fixes every decision.
+
+The reference cuts whatever does not fit: a paragraph longer than the room
+left in an example loses its tail (on IMDB reviews at 64 tokens, over half of
+the corpus). With `carry=True` (the builder's default) no token is lost: a line
+longer than the room left is split, at the last sentence end that keeps at
+least half of the room filled, else at the room's edge, and the rest starts
+the next example. Random draws then follow the same rules, on the pieces.
 """
 
 from __future__ import annotations
 
 import random
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 # "No limit" for segment A in single-segment examples (the reference value).
 SINGLE_SEGMENT_TARGET = 100000
@@ -31,9 +38,14 @@ class ExampleBuilder:
       cls_id: id of [CLS].
       sep_id: id of [SEP].
       rng: the random source for every decision (seed it for reproducibility).
+      carry: split lines that do not fit and carry the rest into the next
+        example (no token lost) instead of the reference's truncation.
+      sentence_end_ids: token ids that end a sentence ('.', '!', '?'); a
+        carried split prefers to fall just after one.
     """
 
-    def __init__(self, max_seq_length: int, cls_id: int, sep_id: int, rng: random.Random):
+    def __init__(self, max_seq_length: int, cls_id: int, sep_id: int, rng: random.Random,
+                 carry: bool = False, sentence_end_ids: Sequence[int] = ()):
         if max_seq_length < MIN_RANDOM_LENGTH:
             raise ValueError(f"max_seq_length={max_seq_length} is too short; use at least {MIN_RANDOM_LENGTH}")
         self.max_length = max_seq_length
@@ -41,15 +53,58 @@ class ExampleBuilder:
         self.sep_id = sep_id
         self.rng = rng
         self.target_length = max_seq_length
+        self.carry = carry
+        self._sentence_ends = frozenset(sentence_end_ids)
         self._sentences: List[List[int]] = []
         self._length = 0
 
     def add_sentence(self, ids: List[int]) -> Optional[Example]:
-        """Adds one non-blank line's ids; returns an example once the target is met."""
+        """Adds one non-blank line's ids; returns an example once the target is met.
+
+        In carry mode a long line can complete several examples: the last is
+        returned and the others wait in `pending` (see `add_line`).
+        """
+        examples = self.add_line(ids)
+        return examples[-1] if examples else None
+
+    def add_line(self, ids: List[int]) -> List[Example]:
+        """Adds one non-blank line's ids; returns the examples it completes (0, 1 or more)."""
         if not ids:
             # Empty token lists never change an example nor consume randomness
             # in the reference, so they are simply dropped.
-            return None
+            return []
+        if not self.carry:
+            example = self._add(ids)
+            return [example] if example is not None else []
+        out: List[Example] = []
+        capacity = self.max_length - 3  # [CLS] A [SEP] B [SEP]
+        while ids:
+            room = capacity - self._length
+            if room <= 0:
+                out.append(self._create_example())
+                continue
+            if len(ids) <= room:
+                piece, ids = ids, []
+            else:
+                cut = self._split_point(ids, room)
+                piece, ids = ids[:cut], ids[cut:]
+            example = self._add(piece)
+            if example is not None:
+                out.append(example)
+            elif ids:
+                # The piece filled the room without meeting a (random) target
+                # above it: close the example so the rest starts the next one.
+                out.append(self._create_example())
+        return out
+
+    def _split_point(self, ids: List[int], room: int) -> int:
+        """Where to cut a line that overflows `room`: after a sentence end, else at the room's edge."""
+        for i in range(room - 1, room // 2 - 1, -1):
+            if ids[i] in self._sentence_ends:
+                return i + 1
+        return room
+
+    def _add(self, ids: List[int]) -> Optional[Example]:
         self._sentences.append(ids)
         self._length += len(ids)
         if self._length >= self.target_length:

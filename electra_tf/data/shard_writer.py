@@ -39,6 +39,7 @@ class ShardTask:
     seed: int
     blanks_separate_docs: bool
     max_line_bytes: int
+    carry: bool = True  # split long lines into the next examples (False: the reference's truncation)
     segments: List[tuple] = dataclasses.field(default_factory=list)  # (path, start, end)
     tfds: Optional[Dict[str, Any]] = None  # name, split, text_key, data_dir
     tokenizer_models: Optional[tuple] = None  # tokenizer.build_tokenizer_models, built once for all workers
@@ -95,6 +96,12 @@ class ExampleSerializer:
         features = (b"\x0a" + v[len(body)] + body  # sorted keys: input_ids < input_mask < segment_ids
                     + self._mask_prefix + bytes(input_mask) + self._segment_prefix + bytes(segment_ids))
         return b"\x0a" + v[len(features)] + features
+
+
+def _sentence_end_ids(vocab: List[str]) -> List[int]:
+    """Ids of the tokens that end a sentence, where the vocabulary has them."""
+    index = {token: i for i, token in enumerate(vocab)}
+    return [index[t] for t in (".", "!", "?") if t in index]
 
 
 def shard_seed(seed: int, index: int, num_shards: int) -> int:
@@ -229,12 +236,13 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
     special = tok.special
     length = task.max_seq_length
     builder = ExampleBuilder(length, special.cls, special.sep,
-                             random.Random(shard_seed(task.seed, task.index, task.num_shards)))
+                             random.Random(shard_seed(task.seed, task.index, task.num_shards)),
+                             carry=task.carry, sentence_end_ids=_sentence_end_ids(tok.vocab))
     name = shard_name(task.index, task.num_shards)
     tmp_path = join(task.output_dir, f".{name}.tmp-{os.getpid()}")
     final_path = join(task.output_dir, name)
     read_stats = ReadStats()
-    counts = {"examples": 0, "tokens": 0, "corpus_tokens": 0, "lines": 0}
+    counts = {"examples": 0, "tokens": 0, "corpus_tokens": 0, "written_corpus_tokens": 0, "lines": 0}
 
     serialize = ExampleSerializer(tok.vocab_size, length)
 
@@ -242,6 +250,8 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
         writer.write(serialize(*pad_example(example, length, special.pad)))
         counts["examples"] += 1
         counts["tokens"] += len(example[0])
+        # Corpus tokens kept: all but [CLS] and one [SEP] per segment.
+        counts["written_corpus_tokens"] += len(example[0]) - (3 if example[1][-1] else 2)
 
     lines = _tfds_lines(task, read_stats) if task.tfds else _file_lines(task, read_stats)
     writer = tf.io.TFRecordWriter(tmp_path)
@@ -260,14 +270,15 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
             k = 0
             for line in stripped:
                 if line:
-                    example = builder.add_sentence(flat[splits[k]:splits[k + 1]])
+                    examples = builder.add_line(flat[splits[k]:splits[k + 1]])
                     k += 1
                     counts["lines"] += 1
                 elif line is None or task.blanks_separate_docs:
                     example = builder.end_document()
+                    examples = [example] if example is not None else []
                 else:
                     continue
-                if example is not None:
+                for example in examples:
                     write(example, writer)
         example = builder.end_document()
         if example is not None:
