@@ -21,7 +21,7 @@ from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
 from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, save_classifier
-from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+from electra_tf.finetune.models import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder, legacy_weights
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir

@@ -9,9 +9,9 @@ Layout:
   registry.py       --task name -> task object (`get_task`)
   glue_task.py, squad_task.py, tagging_task.py
                     the task families; their data readers and scorers are
-                    glue.py, squad.py + squad_eval.py, tagging.py
-  tasks.py, heads.py
-                    the Keras models (encoder + task head)
+                    glue_data.py, squad_data.py + squad_eval.py, tagging_data.py
+  models.py, heads.py
+                    the Keras models (encoder + head)
   training_loop.py  strategy, datasets, optimizer, checkpointed `fit`
   encoder_init.py   --init: finding and loading the pre-trained encoder
   classifier_dir.py the saved classifier that export serves

@@ -20,7 +20,7 @@ from absl import flags
 from electra_tf.cli import report_error, report_interrupted, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
-from electra_tf.finetune import glue, squad, tagging
+from electra_tf.finetune import glue_data, squad_data, tagging_data
 from electra_tf.finetune.layerwise_lr import LayerwiseLRError
 from electra_tf.finetune.run import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
@@ -102,10 +102,10 @@ def main(argv):
         do_lower_case=FLAGS.do_lower_case, save_every=FLAGS.save_every, log_every=FLAGS.log_every)
     # Task name aliases (sst-2, sts-b) are accepted for GLUE.
     try:
-        settings.task = glue.get_task(settings.task).name
-    except glue.GlueDataError:
+        settings.task = glue_data.get_spec(settings.task).name
+    except glue_data.GlueDataError:
         pass
-    expected = (FinetuneError, glue.GlueDataError, squad.SquadDataError, tagging.TaggingDataError,
+    expected = (FinetuneError, glue_data.GlueDataError, squad_data.SquadDataError, tagging_data.TaggingDataError,
                 LayerwiseLRError, ConfigError, VocabError)
     try:
         run_task(settings)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from electra_tf.errors import error_line
 from electra_tf.finetune.settings import FinetuneError
-from electra_tf.finetune.tasks import build_and_call
+from electra_tf.finetune.models import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.models.legacy_weights import readable

@@ -1,6 +1,6 @@
 """GLUE classification and regression as a `FinetuneTask` (cola, sst2, ..., stsb).
 
-Data come from `glue.py` (TSV files or tfds); the model is `ClassifierModel`.
+Data come from `glue_data.py` (TSV files or tfds); the model is `ClassifierModel`.
 The trained classifier is saved with its labels and casing (`classifier_dir`)
 so `python -m electra_tf.export --kind classifier` serves it as trained.
 """
@@ -13,12 +13,12 @@ from typing import Dict, List, Sequence, Tuple
 import keras
 import numpy as np
 
-from electra_tf.finetune import glue
+from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.classifier_dir import save_classifier
 from electra_tf.finetune.metrics import compute_metrics
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.tasks import ClassifierModel
+from electra_tf.finetune.models import ClassifierModel
 from electra_tf.finetune.tokenization import encode_classification
 
 
@@ -29,10 +29,10 @@ class GlueFinetuneTask(FinetuneTask):
     whose metrics are prefixed with the split (matched_accuracy, ...).
 
     Args:
-      spec: the task's static description (`glue.GLUE_TASKS[name]`).
+      spec: the task's static description (`glue_data.GLUE_TASKS[name]`).
     """
 
-    def __init__(self, spec: glue.GlueTask):
+    def __init__(self, spec: glue_data.GlueSpec):
         super().__init__(spec.name)
         self.spec = spec
         self.reference_epochs = spec.epochs
@@ -40,16 +40,16 @@ class GlueFinetuneTask(FinetuneTask):
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         spec = self.spec
         # Every file is read before any is encoded: a bad row is reported before the slow part.
-        train = glue.load_glue(spec, s.data_dir, "train", s.max_train_examples, s.tfds_data_dir)
+        train = glue_data.load_glue(spec, s.data_dir, "train", s.max_train_examples, s.tfds_data_dir)
         if spec.double_unordered and s.double_unordered:
-            train = glue.double_unordered(train)
-        devs = {split: glue.load_glue(spec, s.data_dir, split, s.max_eval_examples, s.tfds_data_dir)
+            train = glue_data.double_unordered(train)
+        devs = {split: glue_data.load_glue(spec, s.data_dir, split, s.max_eval_examples, s.tfds_data_dir)
                 for split in spec.dev_splits}
         x, y = self._encode(train, tokenizer, s.max_seq_length)
         return TaskData(x, y, {split: self._encode(ex, tokenizer, s.max_seq_length)
                                for split, ex in devs.items()})
 
-    def _encode(self, examples: Sequence[glue.Example], tokenizer,
+    def _encode(self, examples: Sequence[glue_data.Example], tokenizer,
                 max_seq_length: int) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
         spec = self.spec
         x = encode_classification(tokenizer, [e.text_a for e in examples],

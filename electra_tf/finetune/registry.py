@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from electra_tf.finetune import glue
+from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.glue_task import GlueFinetuneTask
 from electra_tf.finetune.settings import FinetuneError
@@ -18,7 +18,7 @@ from electra_tf.finetune.tagging_task import TAGGING_NAMES, TaggingFinetuneTask
 
 def _build_tasks() -> Dict[str, FinetuneTask]:
     tasks: Dict[str, FinetuneTask] = {}
-    for name, spec in glue.GLUE_TASKS.items():
+    for name, spec in glue_data.GLUE_TASKS.items():
         tasks[name] = GlueFinetuneTask(spec)
     for name, version_2 in SQUAD_VERSIONS.items():
         tasks[name] = SquadFinetuneTask(name, version_2)

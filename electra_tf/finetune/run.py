@@ -43,7 +43,7 @@ from electra_tf.finetune.encoder_init import (find_init_files, load_encoder_weig
 from electra_tf.finetune.registry import ALL_TASKS, get_task  # noqa: F401
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals,  # noqa: F401
                                           check_mixed_precision, check_numbers, check_reinit)
-from electra_tf.finetune.tasks import build_and_call
+from electra_tf.finetune.models import build_and_call
 from electra_tf.finetune.tokenization import FinetuneTokenizer
 from electra_tf.finetune.training_loop import (distribution_strategy, fit, make_dataset,
                                                make_optimizer, train_steps)

@@ -1,6 +1,6 @@
 """SQuAD 1.1 / 2.0 extractive question answering as a `FinetuneTask`.
 
-Data and answer decoding come from `squad.py`, scoring from `squad_eval.py`
+Data and answer decoding come from `squad_data.py`, scoring from `squad_eval.py`
 (the official evaluators); the model is `SquadModel`, whose `compute_loss`
 reads the gold spans from the features.
 """
@@ -14,10 +14,10 @@ from typing import Dict, List, Sequence
 import keras
 
 from electra_tf.data.fs import write_json_atomic
-from electra_tf.finetune import squad, squad_eval
+from electra_tf.finetune import squad_data, squad_eval
 from electra_tf.finetune.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.tasks import SquadModel
+from electra_tf.finetune.models import SquadModel
 
 # --task name -> SQuAD 2.0 (questions may have no answer).
 SQUAD_VERSIONS = {"squad": False, "squad1": False, "squad2": True}
@@ -28,12 +28,12 @@ class SquadDev:
     """What evaluation needs besides the model: `TaskData.dev` of a SQuAD task.
 
     Attributes:
-      features: the dev windows (`squad.SquadFeature`).
+      features: the dev windows (`squad_data.SquadFeature`).
       examples: the dev questions that were featurized.
       raw: the dev file's `data` list (the official evaluator's input).
     """
-    features: List[squad.SquadFeature]
-    examples: List[squad.SquadExample]
+    features: List[squad_data.SquadFeature]
+    examples: List[squad_data.SquadExample]
     raw: List[dict]
 
 
@@ -58,14 +58,14 @@ class SquadFinetuneTask(FinetuneTask):
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         suffix = "v2.0" if self.version_2 else "v1.1"
         d = s.data_dir or ""
-        train_ex, _ = squad.read_squad(os.path.join(d, f"train-{suffix}.json"), self.version_2,
+        train_ex, _ = squad_data.read_squad(os.path.join(d, f"train-{suffix}.json"), self.version_2,
                                        s.max_train_examples)
-        dev_ex, dev_raw = squad.read_squad(os.path.join(d, f"dev-{suffix}.json"), self.version_2,
+        dev_ex, dev_raw = squad_data.read_squad(os.path.join(d, f"dev-{suffix}.json"), self.version_2,
                                            s.max_eval_examples, is_training=False)
         kw = dict(max_seq_length=s.max_seq_length, doc_stride=s.doc_stride, max_query_length=s.max_query_length)
-        train_feats = squad.featurize(tokenizer, train_ex, is_training=True, **kw)
-        dev_feats = squad.featurize(tokenizer, dev_ex, is_training=False, **kw)
-        return TaskData(squad.features_to_arrays(train_feats, True), None,
+        train_feats = squad_data.featurize(tokenizer, train_ex, is_training=True, **kw)
+        dev_feats = squad_data.featurize(tokenizer, dev_ex, is_training=False, **kw)
+        return TaskData(squad_data.features_to_arrays(train_feats, True), None,
                         SquadDev(dev_feats, dev_ex, dev_raw))
 
     def build_model(self, encoder, config, s: Settings, data: TaskData) -> keras.Model:
@@ -74,8 +74,8 @@ class SquadFinetuneTask(FinetuneTask):
 
     def evaluate(self, model, s: Settings, data: TaskData, seed_dir: str) -> Dict[str, float]:
         dev: SquadDev = data.dev
-        pred = self.predict(model, squad.features_to_arrays(dev.features, is_training=False), s)
-        preds, nbest, null = squad.decode_nbest(
+        pred = self.predict(model, squad_data.features_to_arrays(dev.features, is_training=False), s)
+        preds, nbest, null = squad_data.decode_nbest(
             dev.examples, dev.features, pred["start_top_log_probs"], pred["start_top_index"],
             pred["end_top_log_probs"], pred["end_top_index"], pred.get("answerable_logit"),
             s.n_best_size, s.max_answer_length)

@@ -1,6 +1,6 @@
 """CoNLL-style token tagging (NER, chunking, POS) as a `FinetuneTask`.
 
-Data and span scoring come from `tagging.py`; the model is `TaggerModel`,
+Data and span scoring come from `tagging_data.py`; the model is `TaggerModel`,
 whose `compute_loss` reads the labels (on each word's first piece) from the
 features. The tag set is the training file's, so it is known only once the
 data are read: `build_model` sizes the head from `TaskData.dev.labels`.
@@ -15,10 +15,10 @@ from typing import Dict, List, Tuple
 import keras
 import numpy as np
 
-from electra_tf.finetune import tagging
+from electra_tf.finetune import tagging_data
 from electra_tf.finetune.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.settings import FinetuneError, Settings
-from electra_tf.finetune.tasks import TaggerModel
+from electra_tf.finetune.models import TaggerModel
 
 # --task names of the tagging family; they differ only in the files under --data_dir.
 TAGGING_NAMES = ("tagging", "ner", "chunk", "pos")
@@ -34,7 +34,7 @@ class TaggingDev:
       labels: the tag set, in class-id order.
     """
     x: Dict[str, np.ndarray]
-    sentences: List[tagging.TaggedSentence]
+    sentences: List[tagging_data.TaggedSentence]
     labels: List[str]
 
 
@@ -58,16 +58,16 @@ class TaggingFinetuneTask(FinetuneTask):
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         train_path, dev_path = conll_files(s.data_dir)
-        train = tagging.read_conll(train_path, max_sentences=s.max_train_examples)
-        dev = tagging.read_conll(dev_path, max_sentences=s.max_eval_examples)
+        train = tagging_data.read_conll(train_path, max_sentences=s.max_train_examples)
+        dev = tagging_data.read_conll(dev_path, max_sentences=s.max_eval_examples)
         if s.tagging_scheme.upper() == "BIOES":
             for sent in train + dev:
                 # Files already in BIOES are kept; BIO ones are converted.
                 if not any(l[:2] in ("E-", "S-") for l in sent.labels):
-                    sent.labels = tagging.bio_to_bioes(sent.labels)
-        labels = tagging.build_label_list(train)
-        x_tr = tagging.align_labels(tokenizer, train, labels, s.max_seq_length, train_path)
-        x_dev = tagging.align_labels(tokenizer, dev, labels, s.max_seq_length, dev_path)
+                    sent.labels = tagging_data.bio_to_bioes(sent.labels)
+        labels = tagging_data.build_label_list(train)
+        x_tr = tagging_data.align_labels(tokenizer, train, labels, s.max_seq_length, train_path)
+        x_dev = tagging_data.align_labels(tokenizer, dev, labels, s.max_seq_length, dev_path)
         x_tr.pop("word_index")  # only evaluation maps pieces back to words
         return TaskData(x_tr, None, TaggingDev(x_dev, dev, labels))
 
@@ -78,13 +78,13 @@ class TaggingFinetuneTask(FinetuneTask):
     def evaluate(self, model, s: Settings, data: TaskData, seed_dir: str) -> Dict[str, float]:
         dev: TaggingDev = data.dev
         logits = self.predict(model, dev.x, s)
-        pred_labels = tagging.predictions_to_labels(np.argmax(logits, -1), dev.x["word_index"],
+        pred_labels = tagging_data.predictions_to_labels(np.argmax(logits, -1), dev.x["word_index"],
                                                     dev.sentences, dev.labels)
         gold = [sent.labels for sent in dev.sentences]
         with open(os.path.join(seed_dir, "dev_predictions.txt"), "w") as f:
             for sent, pl in zip(dev.sentences, pred_labels):
                 f.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(sent.words, sent.labels, pl)) + "\n")
-        out = tagging.span_f1(gold, pred_labels, s.tagging_scheme)
+        out = tagging_data.span_f1(gold, pred_labels, s.tagging_scheme)
         out["accuracy"] = float(np.mean([g == p for gs, ps in zip(gold, pred_labels)
                                          for g, p in zip(gs, ps)]))
         return out

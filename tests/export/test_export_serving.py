@@ -181,7 +181,7 @@ def test_scorer_refuses_what_is_not_a_list_of_strings(saved):
 
 @pytest.fixture(scope="module")
 def classifier_dir(model_dir, tmp_path_factory):
-    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+    from electra_tf.finetune.models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     encoder, _, config = load_discriminator(model_dir[0])

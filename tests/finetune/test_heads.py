@@ -70,7 +70,7 @@ def test_load_pretrained_encoder_weights(tmp_path):
 
     from electra_tf.config import ElectraConfig
     from electra_tf.finetune.run import FinetuneError, load_encoder_weights
-    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+    from electra_tf.finetune.models import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     cfg = ElectraConfig.from_json(CONFIG)

@@ -4,7 +4,7 @@ an unknown name is one clear error line, raised before anything is written."""
 import keras
 import pytest
 
-from electra_tf.finetune import glue
+from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.glue_task import GlueFinetuneTask
 from electra_tf.finetune.registry import ALL_TASKS, get_task
@@ -26,8 +26,8 @@ def test_each_family_is_found_by_name(name, family):
 
 
 def test_every_task_name_is_registered_once():
-    assert set(glue.GLUE_TASKS) <= set(ALL_TASKS)
-    assert len(ALL_TASKS) == len(set(ALL_TASKS)) == len(glue.GLUE_TASKS) + 3 + 4
+    assert set(glue_data.GLUE_TASKS) <= set(ALL_TASKS)
+    assert len(ALL_TASKS) == len(set(ALL_TASKS)) == len(glue_data.GLUE_TASKS) + 3 + 4
     assert all(get_task(name).name == name for name in ALL_TASKS)
 
 

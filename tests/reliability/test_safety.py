@@ -102,7 +102,7 @@ def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
 
     from electra_tf.export import save_classifier
     from electra_tf.export.__main__ import main as export_main
-    from electra_tf.finetune.tasks import ClassifierModel, build_and_call
+    from electra_tf.finetune.models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     model_dir, _, _ = export_helpers.make_model_dir(tmp_path / "model")

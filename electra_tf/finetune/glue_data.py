@@ -1,6 +1,6 @@
-"""GLUE task registry and readers (local GLUE-format TSV files or tfds `glue/<task>`).
+"""GLUE data: the task specs (`GlueSpec`) and readers (local GLUE-format TSV files or tfds `glue/<task>`).
 
-Each task is described by a `GlueTask`: where its columns are in the TSV files
+Each task is described by a `GlueSpec`: where its columns are in the TSV files
 that GLUE distributes, its label set, its official metrics and the reference
 number of training epochs. Readers return `Example`s; every bad row is reported
 with one line naming the file, the line number and what to do.
@@ -42,7 +42,7 @@ class Example:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
+class GlueSpec:
     """Static description of a GLUE task.
 
     Attributes:
@@ -89,27 +89,27 @@ class GlueTask:
 
 GLUE_TASKS = {
     t.name: t for t in (
-        GlueTask("cola", "CoLA", "glue/cola", ("0", "1"), ("mcc", "accuracy"),
+        GlueSpec("cola", "CoLA", "glue/cola", ("0", "1"), ("mcc", "accuracy"),
                  3, None, 1, False, ("dev",), ("sentence", None), ("validation",)),
-        GlueTask("sst2", "SST-2", "glue/sst2", ("0", "1"), ("accuracy",),
+        GlueSpec("sst2", "SST-2", "glue/sst2", ("0", "1"), ("accuracy",),
                  0, None, 1, True, ("dev",), ("sentence", None), ("validation",)),
-        GlueTask("mrpc", "MRPC", "glue/mrpc", ("0", "1"), ("f1", "accuracy"),
+        GlueSpec("mrpc", "MRPC", "glue/mrpc", ("0", "1"), ("f1", "accuracy"),
                  3, 4, 0, True, ("dev",), ("sentence1", "sentence2"), ("validation",),
                  double_unordered=True),
-        GlueTask("stsb", "STS-B", "glue/stsb", (), ("spearman", "pearson"),
+        GlueSpec("stsb", "STS-B", "glue/stsb", (), ("spearman", "pearson"),
                  -3, -2, -1, True, ("dev",), ("sentence1", "sentence2"), ("validation",),
                  epochs=10.0, double_unordered=True, regression_range=(0.0, 5.0)),
-        GlueTask("qqp", "QQP", "glue/qqp", ("0", "1"), ("f1", "accuracy"),
+        GlueSpec("qqp", "QQP", "glue/qqp", ("0", "1"), ("f1", "accuracy"),
                  3, 4, 5, True, ("dev",), ("question1", "question2"), ("validation",)),
-        GlueTask("mnli", "MNLI", "glue/mnli", ("contradiction", "entailment", "neutral"),
+        GlueSpec("mnli", "MNLI", "glue/mnli", ("contradiction", "entailment", "neutral"),
                  ("accuracy",), 8, 9, -1, True, ("dev_matched", "dev_mismatched"),
                  ("premise", "hypothesis"), ("validation_matched", "validation_mismatched")),
-        GlueTask("qnli", "QNLI", "glue/qnli", ("entailment", "not_entailment"), ("accuracy",),
+        GlueSpec("qnli", "QNLI", "glue/qnli", ("entailment", "not_entailment"), ("accuracy",),
                  1, 2, 3, True, ("dev",), ("question", "sentence"), ("validation",)),
-        GlueTask("rte", "RTE", "glue/rte", ("entailment", "not_entailment"), ("accuracy",),
+        GlueSpec("rte", "RTE", "glue/rte", ("entailment", "not_entailment"), ("accuracy",),
                  1, 2, 3, True, ("dev",), ("sentence1", "sentence2"), ("validation",),
                  epochs=10.0),
-        GlueTask("wnli", "WNLI", "glue/wnli", ("0", "1"), ("accuracy",),
+        GlueSpec("wnli", "WNLI", "glue/wnli", ("0", "1"), ("accuracy",),
                  1, 2, 3, True, ("dev",), ("sentence1", "sentence2"), ("validation",)),
     )
 }
@@ -119,7 +119,7 @@ _ALIASES = {"sst-2": "sst2", "sst": "sst2", "sts-b": "stsb", "sts": "stsb",
             "mnli-m": "mnli", "mnli_matched": "mnli"}
 
 
-def get_task(name: str) -> GlueTask:
+def get_spec(name: str) -> GlueSpec:
     """Looks up a GLUE task by name (case-insensitive; sst-2 / sts-b accepted).
 
     Args:
@@ -132,24 +132,24 @@ def get_task(name: str) -> GlueTask:
     return GLUE_TASKS[key]
 
 
-def task_dir(task: GlueTask, data_dir: str) -> str:
+def task_dir(spec: GlueSpec, data_dir: str) -> str:
     """Finds the directory holding `train.tsv` / `dev.tsv` for a task.
 
     Accepts the task directory itself (e.g. glue/SST-2) or the GLUE root that
     contains it (e.g. glue/).
 
     Args:
-      task: the task.
+      spec: the task's `GlueSpec`.
       data_dir: directory given by the user.
     """
-    for candidate in (data_dir, os.path.join(data_dir, task.dir_name),
-                      os.path.join(data_dir, task.name)):
+    for candidate in (data_dir, os.path.join(data_dir, spec.dir_name),
+                      os.path.join(data_dir, spec.name)):
         if any(os.path.isfile(os.path.join(candidate, s + ".tsv"))
-               for s in ("train",) + task.dev_splits):
+               for s in ("train",) + spec.dev_splits):
             return candidate
     raise GlueDataError(
-        f"no {task.name} TSV files (train.tsv, {'.tsv, '.join(task.dev_splits)}.tsv) under "
-        f"{data_dir!r} or {os.path.join(data_dir, task.dir_name)!r}; pass the GLUE task directory as --data_dir")
+        f"no {spec.name} TSV files (train.tsv, {'.tsv, '.join(spec.dev_splits)}.tsv) under "
+        f"{data_dir!r} or {os.path.join(data_dir, spec.dir_name)!r}; pass the GLUE task directory as --data_dir")
 
 
 def read_tsv_rows(path: str) -> List[Tuple[int, List[str]]]:
@@ -170,13 +170,13 @@ def read_tsv_rows(path: str) -> List[Tuple[int, List[str]]]:
     return rows
 
 
-def read_glue_split(task: GlueTask, path: str, split: str,
+def read_glue_split(spec: GlueSpec, path: str, split: str,
                     max_examples: Optional[int] = None,
                     skip_malformed: bool = False) -> List[Example]:
     """Reads a labeled GLUE split (train or dev) from a TSV file.
 
     Args:
-      task: the task (gives columns and labels).
+      spec: the task's `GlueSpec` (gives columns and labels).
       path: the TSV file.
       split: split name, used in the example ids.
       max_examples: keep only the first N examples (None: all).
@@ -188,9 +188,9 @@ def read_glue_split(task: GlueTask, path: str, split: str,
         label outside the task's label set, or an unparsable regression score.
     """
     rows = read_tsv_rows(path)
-    if task.header and rows:
+    if spec.header and rows:
         rows = rows[1:]
-    needed = max(_need(task.text_a), _need(task.text_b), _need(task.label_col))
+    needed = max(_need(spec.text_a), _need(spec.text_b), _need(spec.label_col))
     examples = []
     for line, fields in rows:
         if max_examples is not None and len(examples) >= max_examples:
@@ -201,30 +201,30 @@ def read_glue_split(task: GlueTask, path: str, split: str,
             if skip_malformed:
                 continue
             raise GlueDataError(
-                f"{path}:{line}: malformed {task.name} row with {len(fields)} tab-separated "
+                f"{path}:{line}: malformed {spec.name} row with {len(fields)} tab-separated "
                 f"field(s), expected at least {needed}; fix or delete the line")
-        raw_label = fields[task.label_col].strip()
-        if task.is_regression:
+        raw_label = fields[spec.label_col].strip()
+        if spec.is_regression:
             try:
                 label = float(raw_label)
             except ValueError:
                 raise GlueDataError(
-                    f"{path}:{line}: {task.name} score {raw_label!r} is not a number; "
-                    f"expected a value in {task.regression_range}") from None
-            lo, hi = task.regression_range
+                    f"{path}:{line}: {spec.name} score {raw_label!r} is not a number; "
+                    f"expected a value in {spec.regression_range}") from None
+            lo, hi = spec.regression_range
             if not lo <= label <= hi:
                 raise GlueDataError(
-                    f"{path}:{line}: {task.name} score {label} is outside [{lo}, {hi}]; fix the label")
+                    f"{path}:{line}: {spec.name} score {label} is outside [{lo}, {hi}]; fix the label")
         else:
-            if raw_label not in task.labels:
+            if raw_label not in spec.labels:
                 raise GlueDataError(
-                    f"{path}:{line}: label {raw_label!r} is not a {task.name} label "
-                    f"({', '.join(task.labels)}); fix the label or choose the right --task")
+                    f"{path}:{line}: label {raw_label!r} is not a {spec.name} label "
+                    f"({', '.join(spec.labels)}); fix the label or choose the right --task")
             label = raw_label
-        text_b = fields[task.text_b] if task.text_b is not None else None
-        examples.append(Example(f"{split}-{len(examples)}", fields[task.text_a], text_b, label))
+        text_b = fields[spec.text_b] if spec.text_b is not None else None
+        examples.append(Example(f"{split}-{len(examples)}", fields[spec.text_a], text_b, label))
     if not examples:
-        raise GlueDataError(f"{path}: no {task.name} examples in the file; it is empty or holds only a header")
+        raise GlueDataError(f"{path}: no {spec.name} examples in the file; it is empty or holds only a header")
     return examples
 
 
@@ -246,35 +246,35 @@ def double_unordered(examples: Sequence[Example]) -> List[Example]:
     return list(examples) + swapped
 
 
-def load_glue(task: GlueTask, data_dir: Optional[str], split: str,
+def load_glue(spec: GlueSpec, data_dir: Optional[str], split: str,
               max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
               skip_malformed: bool = False) -> List[Example]:
     """Loads a split from local TSV files, or from tfds when no TSV directory is given.
 
     Args:
-      task: the task.
+      spec: the task's `GlueSpec`.
       data_dir: GLUE task directory (or GLUE root). None: use tfds.
-      split: "train" or one of `task.dev_splits`.
+      split: "train" or one of `spec.dev_splits`.
       max_examples: keep only the first N examples.
       tfds_data_dir: tfds data directory (None: tfds' default).
       skip_malformed: see `read_glue_split`.
     """
-    if split != "train" and split not in task.dev_splits:
+    if split != "train" and split not in spec.dev_splits:
         raise GlueDataError(
-            f"{task.name} has no split {split!r}; use train or {', '.join(task.dev_splits)}")
+            f"{spec.name} has no split {split!r}; use train or {', '.join(spec.dev_splits)}")
     if data_dir:
-        path = os.path.join(task_dir(task, data_dir), split + ".tsv")
-        return read_glue_split(task, path, split, max_examples, skip_malformed)
-    tfds_split = "train" if split == "train" else task.tfds_dev_splits[task.dev_splits.index(split)]
-    return read_tfds(task, tfds_split, max_examples, tfds_data_dir)
+        path = os.path.join(task_dir(spec, data_dir), split + ".tsv")
+        return read_glue_split(spec, path, split, max_examples, skip_malformed)
+    tfds_split = "train" if split == "train" else spec.tfds_dev_splits[spec.dev_splits.index(split)]
+    return read_tfds(spec, tfds_split, max_examples, tfds_data_dir)
 
 
-def read_tfds(task: GlueTask, split: str, max_examples: Optional[int] = None,
+def read_tfds(spec: GlueSpec, split: str, max_examples: Optional[int] = None,
               data_dir: Optional[str] = None) -> List[Example]:
     """Reads a GLUE split from tfds (`glue/<task>`), mapping labels to the TSV label strings.
 
     Args:
-      task: the task.
+      spec: the task's `GlueSpec`.
       split: tfds split name (train, validation, validation_matched, ...).
       max_examples: keep only the first N examples.
       data_dir: tfds data directory.
@@ -286,33 +286,33 @@ def read_tfds(task: GlueTask, split: str, max_examples: Optional[int] = None,
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
 
     try:
-        builder = tfds.builder(task.tfds_name, data_dir=data_dir)
+        builder = tfds.builder(spec.tfds_name, data_dir=data_dir)
         ds = builder.as_dataset(split=split)
     except Exception as e:  # tfds raises several types for "not prepared"
         raise GlueDataError(
-            f"tfds {task.tfds_name} split {split!r} is not available ({type(e).__name__}); "
+            f"tfds {spec.tfds_name} split {split!r} is not available ({type(e).__name__}); "
             f"prepare it with tfds, or pass a GLUE TSV directory as --data_dir") from None
-    names = None if task.is_regression else builder.info.features["label"].names
+    names = None if spec.is_regression else builder.info.features["label"].names
     examples = []
     for row in tfds.as_numpy(ds):
         if max_examples is not None and len(examples) >= max_examples:
             break
-        a = row[task.tfds_text[0]].decode("utf-8")
-        b = row[task.tfds_text[1]].decode("utf-8") if task.tfds_text[1] else None
+        a = row[spec.tfds_text[0]].decode("utf-8")
+        b = row[spec.tfds_text[1]].decode("utf-8") if spec.tfds_text[1] else None
         raw = row["label"]
-        if task.is_regression:
+        if spec.is_regression:
             label = float(raw)
         else:
             if not 0 <= int(raw) < len(names):
                 raise GlueDataError(
-                    f"tfds {task.tfds_name} {split}: label {int(raw)} outside the task's "
+                    f"tfds {spec.tfds_name} {split}: label {int(raw)} outside the task's "
                     f"{len(names)} classes (test splits carry no labels; use train/validation)")
             # Binary tasks: tfds names the classes (negative/positive) where the
             # TSV files write 0/1, in the same order. NLI tasks: same strings.
-            label = str(int(raw)) if task.labels == ("0", "1") else names[int(raw)]
-            if label not in task.labels:
-                raise GlueDataError(f"tfds {task.tfds_name}: unexpected label name {label!r}")
+            label = str(int(raw)) if spec.labels == ("0", "1") else names[int(raw)]
+            if label not in spec.labels:
+                raise GlueDataError(f"tfds {spec.tfds_name}: unexpected label name {label!r}")
         examples.append(Example(f"{split}-{len(examples)}", a, b, label))
     if not examples:
-        raise GlueDataError(f"tfds {task.tfds_name} split {split!r} has no examples")
+        raise GlueDataError(f"tfds {spec.tfds_name} split {split!r} has no examples")
     return examples
