@@ -210,7 +210,7 @@ def _reset_keras():
 
 def pretrain(plan: Dict, data: Dict, run_dir: Path, args) -> Dict:
     """Pre-trains one (objective, budget) run; returns its summary (cached when done)."""
-    from electra_tf.pretraining.run import PretrainOptions, run_pretraining
+    from electra_tf.pretrain.run import PretrainOptions, run_pretraining
 
     summary_path = run_dir / "summary.json"
     if summary_path.is_file() and (run_dir / "pretrained" / "discriminator.weights.h5").is_file():
@@ -359,7 +359,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from electra_tf.config import ConfigError
     from electra_tf.data.errors import DataError
     from electra_tf.finetune.run import FinetuneError
-    from electra_tf.pretraining.run import PretrainError
+    from electra_tf.pretrain.run import PretrainError
 
     try:
         if args.time_steps:

@@ -148,7 +148,7 @@ def build_ours(spec):
 
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import SpecialTokenIds
-    from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+    from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
     if spec.get("mixed_precision"):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")

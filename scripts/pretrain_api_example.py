@@ -19,7 +19,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.reader import pretraining_dataset
 from electra_tf.data.vocab import load_vocab, special_token_ids
 from electra_tf.models import saving
-from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
 
 def main():

@@ -33,7 +33,7 @@ from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, Conversion
 from electra_tf.data.vocab import VocabError
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
-from electra_tf.pretraining.saving import load_pretrainer
+from electra_tf.pretrain.saving import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")

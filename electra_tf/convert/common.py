@@ -15,7 +15,7 @@ from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import load_vocab, special_token_ids
 # conversion.json is part of the model-directory layout (models/saving.py); re-exported here.
 from electra_tf.models.saving import CONVERSION_FILE, absent_parts, read_conversion_record, save_pretrained
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                 "intermediate_size", "max_position_embeddings", "type_vocab_size",

@@ -36,7 +36,7 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
                                           resume_or_refuse)
 from electra_tf.data.build_progress import Progress
-from electra_tf.data.corpus import check_text_file, expand_corpus, file_size
+from electra_tf.data.corpus import check_text_file, expand_corpus, file_size, is_gzip
 from electra_tf.data.errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
@@ -162,9 +162,13 @@ def build_pretraining_data(
         "blanks_separate_docs": bool(blanks_separate_docs), "seed": int(seed),
         "num_shards": num_shards, "max_line_bytes": max_line_bytes, "source": source,
     }
-    if truncate_long_lines:
-        # Only recorded when set, so builds made before the carry rule keep their identity.
-        settings["truncate_long_lines"] = True
+    if not truncate_long_lines:
+        # Recorded only for the carry rule: a build made before it truncated, and keeps
+        # its identity under --truncate_long_lines (never mistaken for a carried build).
+        settings["carry_long_lines"] = True
+    if any(is_gzip(p) for p in files) and num_shards > 1:
+        # Builds that gave each .gz file whole to one shard have another plan: never mixed.
+        settings["gzip_cut_at_documents"] = True
     build_id = mf.fingerprint(settings)
 
     # --- resume / refuse a foreign build ------------------------------------------
@@ -300,7 +304,8 @@ def main(argv) -> None:
             fv.output_dir, fv.vocab_file, fv.corpus, max_seq_length=fv.max_seq_length,
             num_shards=fv.num_shards, num_processes=fv.num_processes, lower_case=fv.lower_case,
             strip_accents=strip, blanks_separate_docs=fv.blanks_separate_docs, seed=fv.seed,
-            max_line_bytes=fv.max_line_bytes, truncate_long_lines=fv.truncate_long_lines, tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
+            max_line_bytes=fv.max_line_bytes, truncate_long_lines=fv.truncate_long_lines,
+            tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
             tfds_text_key=fv.tfds_text_key, tfds_data_dir=fv.tfds_data_dir, overwrite=fv.overwrite,
             progress=fv.progress,
         )

@@ -41,7 +41,7 @@ from absl import flags
 from electra_tf.cli import exit_with_error, run_absl
 from electra_tf.data import fs
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
-from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, file_size, iter_lines
+from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
 from electra_tf.data.errors import DataError
 # hf_tokenizer is imported from here by tests and named here in docs/data.md.
 from electra_tf.data.hf_bert_tokenizer import hf_tokenizer  # noqa: F401  pylint: disable=unused-import
@@ -62,7 +62,7 @@ def iter_corpus_lines(files: Sequence[str], stats: Optional[ReadStats] = None) -
     """Every non-blank line of `files`, stripped, streamed (plain or .gz files)."""
     stats = stats if stats is not None else ReadStats()
     for path in files:
-        for line in iter_lines(path, 0, file_size(path), stats, MAX_LINE_BYTES):
+        for line in iter_lines(path, 0, None, stats, MAX_LINE_BYTES):
             line = line.strip()
             if line:
                 yield line

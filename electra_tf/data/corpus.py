@@ -5,8 +5,9 @@ work like local paths. TensorFlow is imported lazily: bad paths are reported
 before paying the ~3 s TF import.
 
 Files whose name ends in `.gz` are gzip'd text, decompressed as they stream.
-They cannot be entered in the middle, so a shard plan never cuts one: each is
-read whole by one shard.
+Offsets into them count uncompressed bytes: a reader that starts mid-way
+decompresses from the file's start and discards what comes before (a .gz file
+has no index to seek with), so a shard plan can cut one at any line.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import glob as _glob
 import gzip
 import os
 import zlib
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from electra_tf.data.errors import DataError
 
@@ -152,46 +153,50 @@ def _bad_gzip(path: str, error: BaseException) -> DataError:
                      f"the .gz ending if it is plain text")
 
 
-def _chunks(path: str, start: int, end: int, progress=None) -> Iterator[tuple]:
-    """(bytes, source bytes consumed) pieces of [start, end) of `path`.
+def _chunks(path: str, start: int, end: Optional[int], progress=None) -> Iterator[bytes]:
+    """Pieces of bytes [start, end) of `path` (end None: to the end of the file).
 
-    For a gzip'd file the range must be the whole file; the pieces are
-    decompressed text and the consumed count is in compressed bytes, the unit
-    of file sizes, shard plans and progress.
+    For a gzip'd file the offsets count uncompressed bytes, like its pieces
+    and the progress calls (the unit of shard plans).
     """
     if not is_gzip(path):
         with open_binary(path) as f:
             f.seek(start)
             pos = start
-            while pos < end:
-                data = f.read(min(READ_CHUNK_BYTES, end - pos))
+            while end is None or pos < end:
+                data = f.read(READ_CHUNK_BYTES if end is None else min(READ_CHUNK_BYTES, end - pos))
                 if not data:
                     break
                 pos += len(data)
                 if progress is not None:
                     progress(len(data))
-                yield data, len(data)
+                yield data
         return
-    if start != 0:
-        raise DataError(f"corpus file {path!r} is gzip'd and cannot be read from byte {start}; "
-                        f"report this as a bug")
     with open_binary(path) as raw:
-        last = 0
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                while True:
-                    data = gz.read(READ_CHUNK_BYTES)
-                    pos = raw.tell()
-                    consumed, last = pos - last, pos
-                    if progress is not None and consumed:
-                        progress(consumed)
+                if start:
+                    gz.seek(start)  # decompresses and discards: a .gz file cannot be entered otherwise
+                pos = start
+                while end is None or pos < end:
+                    data = gz.read(READ_CHUNK_BYTES if end is None else min(READ_CHUNK_BYTES, end - pos))
                     if not data:
-                        if consumed:  # the gzip trailer: counted, so bytes_read ends at the file size
-                            yield b"", consumed
                         break
-                    yield data, consumed
+                    pos += len(data)
+                    if progress is not None:
+                        progress(len(data))
+                    yield data
         except GZIP_ERRORS as e:
             raise _bad_gzip(path, e) from None
+
+
+def read_chunks(path: str) -> Iterator[bytes]:
+    """The whole (decompressed) content of `path`, in pieces of bounded size.
+
+    Raises:
+      DataError: a .gz file that is not valid gzip.
+    """
+    return _chunks(path, 0, None)
 
 
 def check_text_file(path: str) -> bool:
@@ -267,11 +272,12 @@ def _cut_long_line(line: bytes, limit: int) -> bytes:
     return head[:end]
 
 
-def iter_lines(path: str, start: int, end: int, stats: ReadStats,
+def iter_lines(path: str, start: int, end: Optional[int], stats: ReadStats,
                max_line_bytes: int, progress=None) -> Iterator[str]:
     """Yields the decoded lines of `path` in the byte range [start, end).
 
-    `start` must be at a line start (0 for a gzip'd file, read whole). Lines
+    `start` must be at a line start (in a gzip'd file, offsets count
+    uncompressed bytes). Lines
     longer than `max_line_bytes` are cut (counted in `stats.long_lines_cut`)
     so a file without newlines cannot exhaust memory; invalid UTF-8 is
     replaced and counted.
@@ -279,24 +285,24 @@ def iter_lines(path: str, start: int, end: int, stats: ReadStats,
     Args:
       path: local or gfile path.
       start: first byte (a line start).
-      end: byte offset to stop at (a line start, or the file size).
+      end: byte offset to stop at (a line start, or the file size); None:
+        the end of the file.
       stats: ReadStats updated in place.
       max_line_bytes: longest line kept whole.
-      progress: optional callable(bytes) called as chunks are consumed
-        (compressed bytes for a gzip'd file).
+      progress: optional callable(bytes) called as chunks are consumed.
     """
-    if end <= start:
+    if end is not None and end <= start:
         return
     chunks = _chunks(path, start, end, progress)
     upcoming = next(chunks, None)
     pending = b""  # an unfinished line carried between chunks
     skipping = False  # inside an over-long line whose head was already yielded
     while upcoming is not None:
-        data, consumed = upcoming
+        data = upcoming
         # One chunk of look-ahead tells whether this one is the range's last.
         upcoming = next(chunks, None)
         final = upcoming is None
-        stats.bytes_read += consumed
+        stats.bytes_read += len(data)
         data = pending + data
         last_nl = data.rfind(b"\n")
         if last_nl < 0 and not final:

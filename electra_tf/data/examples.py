@@ -59,16 +59,25 @@ class ExampleBuilder:
         self._length = 0
 
     def add_sentence(self, ids: List[int]) -> Optional[Example]:
-        """Adds one non-blank line's ids; returns an example once the target is met.
+        """The reference's step: adds one non-blank line's ids; returns an example once the target is met.
 
-        In carry mode a long line can complete several examples: the last is
-        returned and the others wait in `pending` (see `add_line`).
+        Only in the reference's truncating mode, where a line completes at
+        most one example; in carry mode use `add_line`.
         """
-        examples = self.add_line(ids)
-        return examples[-1] if examples else None
+        if self.carry:
+            raise ValueError("add_sentence is the truncating rule; in carry mode a line can "
+                             "complete several examples: call add_line")
+        return self._add(ids) if ids else None
 
     def add_line(self, ids: List[int]) -> List[Example]:
-        """Adds one non-blank line's ids; returns the examples it completes (0, 1 or more)."""
+        """Adds one non-blank line's ids; returns the examples it completes (0, 1 or more).
+
+        Args:
+          ids: the line's WordPiece ids (an empty list changes nothing).
+
+        Returns:
+          The completed examples, in order. In truncating mode at most one.
+        """
         if not ids:
             # Empty token lists never change an example nor consume randomness
             # in the reference, so they are simply dropped.
@@ -77,7 +86,8 @@ class ExampleBuilder:
             example = self._add(ids)
             return [example] if example is not None else []
         out: List[Example] = []
-        capacity = self.max_length - 3  # [CLS] A [SEP] B [SEP]
+        # Every piece fits beside [CLS] A [SEP] B [SEP], so _create_example never trims a token.
+        capacity = self.max_length - 3
         while ids:
             room = capacity - self._length
             if room <= 0:
@@ -92,8 +102,8 @@ class ExampleBuilder:
             if example is not None:
                 out.append(example)
             elif ids:
-                # The piece filled the room without meeting a (random) target
-                # above it: close the example so the rest starts the next one.
+                # The example is as full as this line lets it be but below its
+                # target: close it, so the rest of the line starts the next one.
                 out.append(self._create_example())
         return out
 

@@ -4,8 +4,9 @@ Each shard gets a contiguous byte range of the corpus that starts right after a
 document boundary (a blank line, or a file start), balanced by bytes. Shards are
 then independent tasks with their own seeded RNG, which is what makes the output
 identical whatever the number of processes, and lets a resumed build redo only
-the missing shards. A gzip'd file is never cut (it cannot be entered mid-way),
-so many .gz files balance well and a single one goes to one shard.
+the missing shards. A gzip'd file counts by its uncompressed bytes and is cut at
+the document starts that gzip_index.py finds in one reading of it, so one large
+.gz file spreads over many shards like a plain one.
 
 A tfds source is split by record ranges instead (`plan_tfds`).
 """
@@ -17,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
 from electra_tf.data.errors import DataError
+from electra_tf.data.gzip_index import GzipIndex, index_gzip
 
 # How far past a byte-balanced cut point we look for a blank line before
 # splitting a (huge) document at a line boundary instead.
@@ -25,7 +27,7 @@ DOC_SEARCH_BYTES = 4 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Bytes [start, end) of one file; start is a line start."""
+    """Bytes [start, end) of one file (uncompressed bytes of a .gz file); start is a line start."""
 
     path: str
     start: int
@@ -47,8 +49,6 @@ def _boundary(path: str, size: int, offset: int, blanks_separate_docs: bool,
     """First cut point at or after `offset`: (local offset, forced?)."""
     if offset <= 0:
         return 0, False
-    if is_gzip(path):
-        return size, False  # a gzip'd file cannot be entered mid-way: the cut goes after it
     with open_binary(path) as f:
         f.seek(offset - 1)
         data = f.read(search_bytes + 1)
@@ -77,7 +77,8 @@ def plan_files(paths: Sequence[str], sizes: Sequence[int], num_shards: int,
 
     Args:
       paths: corpus files in order.
-      sizes: their sizes in bytes.
+      sizes: their sizes in bytes (a .gz file's is replaced by its
+        uncompressed size, read while indexing it).
       num_shards: number of output shards.
       blanks_separate_docs: cut after blank lines (else at any line start).
       search_bytes: look-ahead for a blank line before forcing a cut.
@@ -85,7 +86,12 @@ def plan_files(paths: Sequence[str], sizes: Sequence[int], num_shards: int,
     Returns:
       FilePlan with num_shards lists of Segments (some may be empty on a tiny
       corpus).
+
+    Raises:
+      DataError: a .gz file that is not valid gzip.
     """
+    indexes = {p: index_gzip(p, blanks_separate_docs) for p in paths if is_gzip(p)}
+    sizes = [indexes[p].size if p in indexes else s for p, s in zip(paths, sizes)]
     starts = [0]
     for s in sizes:
         starts.append(starts[-1] + s)
@@ -97,8 +103,11 @@ def plan_files(paths: Sequence[str], sizes: Sequence[int], num_shards: int,
         target = max(i * total // num_shards, cuts[-1])
         while fi < len(paths) - 1 and target >= starts[fi + 1]:
             fi += 1
-        local, was_forced = _boundary(paths[fi], sizes[fi], target - starts[fi],
-                                      blanks_separate_docs, search_bytes)
+        if paths[fi] in indexes:
+            local, was_forced = indexes[paths[fi]].cut_at_or_after(target - starts[fi]), False
+        else:
+            local, was_forced = _boundary(paths[fi], sizes[fi], target - starts[fi],
+                                          blanks_separate_docs, search_bytes)
         forced += was_forced
         cuts.append(max(cuts[-1], starts[fi] + local))
     cuts.append(total)

@@ -123,6 +123,19 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return pearson(rankdata(x), rankdata(y))
 
 
+def macro_f1(y_true: Sequence, y_pred: Sequence, num_classes: int) -> float:
+    """Unweighted mean over the classes of each class's F1 (sklearn's average="macro").
+
+    Args:
+      y_true: gold class ids in [0, num_classes).
+      y_pred: predicted class ids.
+      num_classes: number of classes; a class with neither gold nor predicted
+        examples counts as F1 0, as in sklearn with `labels=range(num_classes)`.
+    """
+    y_true, y_pred = _pair(y_true, y_pred, "macro_f1")
+    return float(np.mean([f1_binary(y_true, y_pred, positive=c) for c in range(num_classes)]))
+
+
 def compute_metrics(metric_names: Sequence[str], y_true, y_pred) -> Dict[str, float]:
     """Computes the named metrics.
 

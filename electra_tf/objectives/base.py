@@ -2,7 +2,7 @@
 
 An objective says which networks it needs and computes, for one batch, its
 losses and the inputs of the metrics. The pre-trainer
-(`electra_tf.pretraining.pretrainer.ElectraPretrainer`) builds the networks,
+(`electra_tf.pretrain.pretrainer.ElectraPretrainer`) builds the networks,
 runs the optimisation (gradients, accumulation, distribution) and the
 metrics; it never looks at the objective's name.
 

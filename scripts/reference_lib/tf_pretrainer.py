@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretraining.optimization import create_optimizer
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.optimization import create_optimizer
+from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 
 class TFPretrainer:

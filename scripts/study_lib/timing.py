@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.data.vocab import SpecialTokenIds
-from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
 
 def time_steps(args, config, study_entry: Callable, reset_keras: Callable, write_json: Callable,

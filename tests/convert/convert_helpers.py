@@ -42,7 +42,7 @@ def random_pretrainer(config, seed=0):
     import tensorflow as tf
 
     from electra_tf.data.vocab import special_token_ids
-    from electra_tf.pretraining import ElectraPretrainer
+    from electra_tf.pretrain import ElectraPretrainer
 
     model = ElectraPretrainer(config, special_token_ids(VOCAB))
     rng = np.random.default_rng(seed)

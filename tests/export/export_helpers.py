@@ -40,7 +40,7 @@ def make_model_dir(path, seed=0):
 
     from electra_tf.data.vocab import special_token_ids
     from electra_tf.models.saving import save_pretrained
-    from electra_tf.pretraining import ElectraPretrainer
+    from electra_tf.pretrain import ElectraPretrainer
 
     config = tiny_config()
     model = ElectraPretrainer(config, special_token_ids(VOCAB))

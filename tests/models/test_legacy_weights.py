@@ -9,7 +9,7 @@ import pytest
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.models import legacy_weights, saving
-from electra_tf.pretraining import ElectraPretrainer
+from electra_tf.pretrain import ElectraPretrainer
 
 SPECIAL = SpecialTokenIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 
@@ -99,8 +99,8 @@ def test_finetune_init_reads_an_old_discriminator_file(tmp_path, repo_root):
 
 def test_an_old_training_checkpoint_resumes(tmp_path, repo_root):
     # `pretrain` resuming a run saved before the block rewrite reads its checkpoint renamed.
-    from electra_tf.pretraining.callbacks import CheckpointManager
-    from electra_tf.pretraining.optimization import create_optimizer
+    from electra_tf.pretrain.callbacks import CheckpointManager
+    from electra_tf.pretrain.optimization import create_optimizer
 
     config = ElectraConfig.from_json(str(repo_root / "configs" / "tiny.json"))
     saved = _built(config)

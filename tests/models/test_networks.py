@@ -10,7 +10,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.models import build_encoder
 from electra_tf.models.keras_hub_compat import to_keras_hub_backbone, weight_pairs
-from electra_tf.pretraining import ElectraPretrainer
+from electra_tf.pretrain import ElectraPretrainer
 
 SPECIAL = SpecialTokenIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 

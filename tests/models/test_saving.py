@@ -7,8 +7,8 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models import saving
-from electra_tf.pretraining.saving import load_pretrainer  # the pre-trainer class is above models/
-from electra_tf.pretraining import ElectraPretrainer
+from electra_tf.pretrain.saving import load_pretrainer  # the pre-trainer class is above models/
+from electra_tf.pretrain import ElectraPretrainer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
 

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from electra_tf.pretrain import parse_args, run_cli
-from electra_tf.pretraining.run import run_pretraining
+from electra_tf.pretrain.__main__ import parse_args, run_cli
+from electra_tf.pretrain.run import run_pretraining
 
 from conftest import subprocess_env
 

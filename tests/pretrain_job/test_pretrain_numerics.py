@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
-from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
 SPECIAL = SpecialTokenIds(0, 1, 2, 3, 4)
 

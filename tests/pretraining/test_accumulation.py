@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.pretraining import ElectraPretrainer, create_optimizer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
 from test_objectives import SPECIAL, _batch, _config
 

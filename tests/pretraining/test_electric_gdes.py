@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.models.saving import load_encoder, save_pretrained
-from electra_tf.pretraining import METRIC_NAMES, metric_names
-from electra_tf.pretraining.embedding_sharing import DeltaEmbedding
+from electra_tf.pretrain import METRIC_NAMES, metric_names
+from electra_tf.pretrain.embedding_sharing import DeltaEmbedding
 
 from test_objectives import SEQ, VOCAB, _batch, _ce, _config, _forward, _model, _sigmoid_ce
 

@@ -15,8 +15,8 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.models.saving import ModelDirError, load_discriminator, save_pretrained
-from electra_tf.pretraining.saving import load_pretrainer
-from electra_tf.pretraining import ElectraPretrainer, create_optimizer, metric_names
+from electra_tf.pretrain.saving import load_pretrainer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer, metric_names
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIAL = SpecialTokenIds(PAD, UNK, CLS, SEP, MASK)

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.pretraining import METRIC_NAMES, ElectraPretrainer, create_optimizer
+from electra_tf.pretrain import METRIC_NAMES, ElectraPretrainer, create_optimizer
 
 
 @pytest.fixture(scope="module")

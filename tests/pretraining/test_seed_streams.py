@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import objectives
-from electra_tf.pretraining import pretrainer
+from electra_tf.pretrain import pretrainer
 
 
 def test_sampling_noise_is_not_the_masking_scores():

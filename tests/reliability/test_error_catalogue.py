@@ -102,7 +102,7 @@ class Ctx:
 
     # ---- pretrain (in-process: the CLI's own parse_args + run_cli) -----------------
     def pretrain(self, args, absent=None, unchanged=None) -> Outcome:
-        from electra_tf.pretrain import parse_args, run_cli
+        from electra_tf.pretrain.__main__ import parse_args, run_cli
 
         before = snapshot(unchanged) if unchanged else None
         self.capsys.readouterr()
@@ -320,9 +320,9 @@ def _foreign_checkpoint(c, run, hidden):
     """A pre-training checkpoint of another model size, where `run` keeps its checkpoints."""
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import special_token_ids
-    from electra_tf.pretraining.callbacks import CheckpointManager
-    from electra_tf.pretraining.optimization import create_optimizer
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.pretrain.callbacks import CheckpointManager
+    from electra_tf.pretrain.optimization import create_optimizer
+    from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
     cfg = ElectraConfig.from_json(c.job["config"]).replace(
         vocab_size=c.job["vocab_size"], hidden_size=hidden, num_attention_heads=2)

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 
-from electra_tf.pretrain import parse_args, run_cli
+from electra_tf.pretrain.__main__ import parse_args, run_cli
 from reliability_helpers import (STEP_RE, Output, error_lines, is_root, lr_schedule, snapshot,
                                  start_pretrain, step_reached)
 
@@ -90,9 +90,9 @@ def test_sigkill_twice_at_random_steps_then_resume_exactly(tmp_path, job_args, j
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import special_token_ids
     from electra_tf.models.saving import load_discriminator
-    from electra_tf.pretraining.callbacks import CheckpointManager
-    from electra_tf.pretraining.optimization import create_optimizer
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.pretrain.callbacks import CheckpointManager
+    from electra_tf.pretrain.optimization import create_optimizer
+    from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
     config = ElectraConfig.from_dict(json.loads((model_dir / "run.json").read_text())["settings"]["config"])
     model = ElectraPretrainer(config, special_token_ids(job_data["vocab_file"]))
@@ -116,7 +116,7 @@ def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoi
     step 8 NaN: step 8 is also a save step, where the guard must keep the checkpoint from being written."""
     import tensorflow as tf
 
-    from electra_tf.pretraining import optimization
+    from electra_tf.pretrain import optimization
 
     real = optimization.WarmupPolynomialDecay.__call__
 

@@ -33,7 +33,7 @@ def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scor
     import electra_tf.finetune.__main__ as finetune_cli
     from electra_tf.config import ElectraConfig
     from electra_tf.export.__main__ import main as export_main
-    from electra_tf.pretrain import parse_args, run_cli
+    from electra_tf.pretrain.__main__ import parse_args, run_cli
     from electra_tf.scoring import Scorer
 
     run = tmp_path / "run"

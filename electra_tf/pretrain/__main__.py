@@ -24,9 +24,9 @@ from electra_tf.data.errors import DataError
 from electra_tf.data.vocab import VocabError
 from electra_tf.models.saving import ModelDirError
 # The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
-from electra_tf.pretraining import run
-from electra_tf.pretraining.distribution import StrategyError
-from electra_tf.pretraining.run import PretrainError, PretrainOptions
+from electra_tf.pretrain import run
+from electra_tf.pretrain.distribution import StrategyError
+from electra_tf.pretrain.run import PretrainError, PretrainOptions
 
 
 def define_flags(fv=None):

@@ -2,7 +2,7 @@
 
 The directory layout and the per-part loaders are `electra_tf.models.saving`;
 this one piece needs the pre-trainer class, which lives in this layer, so it
-lives here (models/ never imports pretraining/).
+lives here (models/ never imports pretrain/).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.saving import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config, load_layer
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 
 def load_pretrainer(model_dir: str) -> ElectraPretrainer:

@@ -17,9 +17,9 @@ from typing import List
 
 import tensorflow as tf
 
-from electra_tf.pretraining.callbacks import CheckpointError, StopOnNonFiniteLoss
-from electra_tf.pretraining.data_setup import data_loss_message
-from electra_tf.pretraining.options import fail
+from electra_tf.pretrain.callbacks import CheckpointError, StopOnNonFiniteLoss
+from electra_tf.pretrain.data_setup import data_loss_message
+from electra_tf.pretrain.options import fail
 
 
 def epoch_steps(save_every: int, eval_every: int, has_eval: bool) -> int:

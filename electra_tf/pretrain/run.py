@@ -1,6 +1,6 @@
 """The pre-training job behind `python -m electra_tf.pretrain` (see docs/pretraining.md).
 
-    >>> from electra_tf.pretraining.run import PretrainOptions, run_pretraining
+    >>> from electra_tf.pretrain.run import PretrainOptions, run_pretraining
     >>> summary = run_pretraining(PretrainOptions(model_dir="runs/default"))  # doctest: +SKIP
 
 Order of work: cheap checks (config, flags, data manifests, model_dir) before
@@ -25,21 +25,21 @@ import tensorflow as tf
 
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.pretraining import distribution
-from electra_tf.pretraining.callbacks import (CheckpointError, CheckpointManager, PretrainingCallback,
+from electra_tf.pretrain import distribution
+from electra_tf.pretrain.callbacks import (CheckpointError, CheckpointManager, PretrainingCallback,
                                               current_learning_rate)
-from electra_tf.pretraining.data_setup import check_shards, make_inputs, prepare_embedded_default
-from electra_tf.pretraining.fit_driver import epoch_steps, fit_to_step, keras_verbose
-from electra_tf.pretraining.optimization import create_optimizer
-# Re-exported: `electra_tf.pretraining.run` is where callers import the job's names from.
-from electra_tf.pretraining.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFAULT_MODEL_DIR,  # noqa: F401
+from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
+from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbose
+from electra_tf.pretrain.optimization import create_optimizer
+# Re-exported: `electra_tf.pretrain.run` is where callers import the job's names from.
+from electra_tf.pretrain.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFAULT_MODEL_DIR,  # noqa: F401
                                             DEMO_BATCH_SIZE, DEMO_EVAL_DOCS, DEMO_TRAIN_STEPS,
                                             DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, FINAL_DIR, REPO_ROOT,
                                             RESUME_KEYS, RUN_FILE, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR,
                                             PretrainError, PretrainOptions, RunPlan, fail, read_json,
                                             validate_options)
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
-from electra_tf.pretraining.run_summary import (build_summary, save_pretrained_remote,  # noqa: F401
+from electra_tf.pretrain.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.run_summary import (build_summary, save_pretrained_remote,  # noqa: F401
                                                 write_final_model)
 
 PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}

@@ -22,9 +22,9 @@ from electra_tf.objectives.base import (  # noqa: F401  (seed offsets: part of t
     sum_over_replicas,
 )
 from electra_tf.objectives.registry import get_objective
-from electra_tf.pretraining import metrics as _metrics
-from electra_tf.pretraining.embedding_sharing import build_shared_embeddings, merged_discriminator
-from electra_tf.pretraining.execution import MultiReplicaExecution
+from electra_tf.pretrain import metrics as _metrics
+from electra_tf.pretrain.embedding_sharing import build_shared_embeddings, merged_discriminator
+from electra_tf.pretrain.execution import MultiReplicaExecution
 
 METRIC_NAMES = _metrics.METRIC_NAMES
 metric_names = _metrics.metric_names

@@ -21,7 +21,7 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.paths import is_remote, output_dir_problem
-from electra_tf.pretraining import distribution
+from electra_tf.pretrain import distribution
 from electra_tf.training.checkpoints import CheckpointManager
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
