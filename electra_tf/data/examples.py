@@ -13,7 +13,9 @@ left in an example loses its tail (on IMDB reviews at 64 tokens, over half of
 the corpus). With `carry=True` (the builder's default) no token is lost: a line
 longer than the room left is split, at the last sentence end that keeps at
 least half of the room filled, else at the room's edge, and the rest starts
-the next example. Random draws then follow the same rules, on the pieces.
+the next example. Random draws then follow the same rules, on the pieces, and
+segment B always continues where A stops (the reference can move a short later
+line into A), so the examples hold the corpus's tokens in the corpus's order.
 """
 
 from __future__ import annotations
@@ -138,8 +140,14 @@ class ExampleBuilder:
         second: List[int] = []
         for sentence in self._sentences:
             # A sentence joins A when A is empty, when it fits, or (once B has
-            # not started and A is still short) on a coin flip.
-            if (not first
+            # not started and A is still short) on a coin flip. The reference
+            # lets a short sentence join A after B has started, out of the
+            # text's order; carry mode keeps the order (B, once started, takes
+            # the rest). The coin is drawn only while B is empty either way,
+            # so both modes consume the same random numbers.
+            if self.carry and second:
+                second.extend(sentence)
+            elif (not first
                     or len(first) + len(sentence) < first_target
                     or (not second and len(first) < first_target and rng.random() < 0.5)):
                 first.extend(sentence)

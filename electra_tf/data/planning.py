@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
 from electra_tf.data.errors import DataError
-from electra_tf.data.gzip_index import GzipIndex, index_gzip
+from electra_tf.data.gzip_index import index_gzip
 
 # How far past a byte-balanced cut point we look for a blank line before
 # splitting a (huge) document at a line boundary instead.

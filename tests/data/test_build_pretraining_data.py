@@ -101,12 +101,14 @@ def _replay_shard(tok, lines, seed, index, num_shards):
 
 
 def test_single_shard_equals_line_by_line_replay(env, tmp_path):
+    """--truncate_long_lines is the reference's loop, example for example."""
     from electra_tf.data.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer(str(env["vocab"]))
-    bpd.build_pretraining_data(str(tmp_path), str(env["vocab"]), [str(env["brown"])],
-                               max_seq_length=SEQ, num_shards=1, seed=3, progress=False,
-                               log=lambda _: None)
+    manifest = bpd.build_pretraining_data(str(tmp_path), str(env["vocab"]), [str(env["brown"])],
+                                          max_seq_length=SEQ, num_shards=1, seed=3, progress=False,
+                                          truncate_long_lines=True, log=lambda _: None)
+    assert "carry_long_lines" not in manifest["settings"]
     expected = _replay_shard(tok, env["brown"].read_text().split("\n"), 3, 0, 1)
     got = read_examples([tmp_path / shard_name(0, 1)])
     assert len(got) == len(expected)
@@ -314,7 +316,7 @@ def test_non_utf8_and_one_megabyte_line_are_reported(env, tmp_path):
     logs = []
     manifest = bpd.build_pretraining_data(str(tmp_path / "o"), str(env["vocab"]), [str(corpus)],
                                           max_seq_length=SEQ, num_shards=2, progress=False,
-                                          log=logs.append)
+                                          truncate_long_lines=True, log=logs.append)
     assert manifest["invalid_utf8_bytes_replaced"] == {str(corpus): 3}
     assert manifest["long_lines_cut"] == {str(corpus): 1}
     assert (f"warning: {corpus}: 3 invalid UTF-8 byte(s) replaced with U+FFFD "
@@ -322,8 +324,10 @@ def test_non_utf8_and_one_megabyte_line_are_reported(env, tmp_path):
     assert any("1 line(s) longer than 65536 bytes cut" in line for line in logs)
     tok = WordPieceTokenizer(str(env["vocab"]))
     first = read_examples([tmp_path / "o" / shard_name(0, 2)])[0]
-    # The long line fills the first example by itself (A gets it, trimmed to SEQ-2).
+    # The reference's rule: the long line fills the first example by itself (A gets it,
+    # trimmed to SEQ-2) and the rest of its 64 KiB is dropped.
     assert first["input_ids"][1:SEQ - 1] == tok.tokenize(long_line[:5000])[:SEQ - 2]
+    assert manifest["fraction_written"] < 0.2
 
 
 def test_example_serializer_writes_the_protobuf_bytes():

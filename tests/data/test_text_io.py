@@ -107,7 +107,7 @@ def test_plan_forces_a_line_cut_inside_a_huge_document(tmp_path):
     assert plan.forced_splits == 0 and len([s for s in plan.shards if s]) == 4
 
 
-def test_gzip_files_stream_like_plain_ones_and_are_never_cut(monkeypatch, tmp_path):
+def test_gzip_files_stream_like_plain_ones_from_any_line(monkeypatch, tmp_path):
     import gzip
 
     text = corpus_file("brown.txt").read_bytes()[:300_000]
@@ -118,23 +118,23 @@ def test_gzip_files_stream_like_plain_ones_and_are_never_cut(monkeypatch, tmp_pa
     monkeypatch.setattr(corpus, "READ_CHUNK_BYTES", 4093)  # lines straddle decompressed chunks
     seen = []
     stats = ReadStats()
-    size = packed.stat().st_size
-    lines = list(iter_lines(str(packed), 0, size, stats, 1 << 20, progress=seen.append))
+    lines = list(iter_lines(str(packed), 0, None, stats, 1 << 20, progress=seen.append))
     assert lines == list(iter_lines(str(plain), 0, len(text), ReadStats(), 1 << 20))
-    # Progress and bytes_read count compressed bytes: they end at the file size.
-    assert sum(seen) == stats.bytes_read == size
+    # Offsets, progress and bytes_read count uncompressed bytes: they end at the text's length.
+    assert sum(seen) == stats.bytes_read == len(text)
+    # A range that starts mid-way (at a line start) reads what the plain file's range holds.
+    start = text.index(b"\n", 100_000) + 1
+    end = text.index(b"\n", 200_000) + 1
+    middle = ReadStats()
+    assert (list(iter_lines(str(packed), start, end, middle, 1 << 20))
+            == list(iter_lines(str(plain), start, end, ReadStats(), 1 << 20))
+            == text[start:end - 1].decode().split("\n"))
+    assert middle.bytes_read == end - start
     assert check_text_file(str(packed)) is True
-    # A plan never enters a gzip'd file: each goes whole to one shard, the cut after it.
-    other = tmp_path / "b.txt.gz"
-    other.write_bytes(gzip.compress(text[:100_000]))
-    paths, sizes = [str(packed), str(other)], [size, other.stat().st_size]
-    plan = plan_files(paths, sizes, 4, blanks_separate_docs=True)
-    assert [[(s.path, s.start, s.end) for s in shard] for shard in plan.shards if shard] == [
-        [(paths[0], 0, sizes[0])], [(paths[1], 0, sizes[1])]]
     broken = tmp_path / "broken.txt.gz"
     broken.write_bytes(gzip.compress(text)[:5000])
     with pytest.raises(DataError, match="broken.txt.gz' is not valid gzip .*; re-compress it"):
-        list(iter_lines(str(broken), 0, 5000, ReadStats(), 1 << 20))
+        list(iter_lines(str(broken), 0, None, ReadStats(), 1 << 20))
     with pytest.raises(DataError, match="is not valid gzip"):
         (tmp_path / "fake.gz").write_bytes(b"plain text, not gzip\n")
         check_text_file(str(tmp_path / "fake.gz"))
