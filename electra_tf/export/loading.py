@@ -86,7 +86,7 @@ def classifier_module(model_dir: str, max_seq_length: Optional[int] = None) -> S
     seq = max_seq_length or meta["max_seq_length"]
     return ServingModule(CLASSIFIER, model.encoder, model.head, _vocab(model_dir), seq,
                          meta.get("do_lower_case", config.do_lower_case), labels=meta["labels"],
-                         pair=meta["pair"], regression=meta["regression"])
+                         pair=meta["pair"], regression=meta["regression"], metadata=meta)
 
 
 def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None,

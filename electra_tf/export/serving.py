@@ -13,6 +13,8 @@ longest row, not to max_seq_length.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import List, Optional, Sequence
 
 import tensorflow as tf
@@ -22,6 +24,8 @@ from electra_tf.preprocessing import TextPreprocessor, pair_lengths
 __all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "pair_lengths"]
 
 DISCRIMINATOR, CLASSIFIER = "discriminator", "classifier"
+# A classifier SavedModel's label names and columns, beside the graph (see `save`).
+ASSETS_EXTRA, CLASSIFIER_METADATA = "assets.extra", "classifier.json"
 
 
 class ServingModule(tf.Module):
@@ -38,11 +42,14 @@ class ServingModule(tf.Module):
       labels: class names (classifier).
       pair: the classifier takes sentence pairs.
       regression: the classifier outputs one score.
+      metadata: a classifier's classifier.json (labels, columns, ...): `save`
+        writes it to assets.extra/classifier.json, where `electra_tf.predict`
+        finds the label names and text columns (TF Serving ignores the folder).
     """
 
     def __init__(self, kind: str, encoder, head, vocab: Sequence[str], max_seq_length: int,
                  do_lower_case: bool = True, labels: Optional[List[str]] = None, pair: bool = False,
-                 regression: bool = False):
+                 regression: bool = False, metadata: Optional[dict] = None):
         super().__init__(name=f"electra_{kind}")
         if kind not in (DISCRIMINATOR, CLASSIFIER):
             raise ValueError(f"kind must be discriminator or classifier, not {kind!r}")
@@ -56,6 +63,10 @@ class ServingModule(tf.Module):
         self.head = head
         self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, do_lower_case=do_lower_case)
         self.labels = list(labels or [])
+        # A JSON string, not a dict: tf.Module would track a dict attribute.
+        self._metadata_json = json.dumps(dict(metadata or {}, labels=self.labels, pair=self.pair,
+                                              regression=self.regression, max_seq_length=self.max_seq_length),
+                                         sort_keys=True)
         self._labels = tf.constant(self.labels or [""], tf.string)
         # Tracked lists of the Keras variables, so tf.saved_model.save sees every one.
         self.model_variables = [v.value if hasattr(v, "value") else v
@@ -160,4 +171,8 @@ class ServingModule(tf.Module):
     def save(self, path: str) -> str:
         tf.saved_model.save(self, path, signatures=self.signatures(),
                             options=tf.saved_model.SaveOptions(save_debug_info=False))
+        if self.kind == CLASSIFIER:
+            os.makedirs(os.path.join(path, ASSETS_EXTRA), exist_ok=True)
+            with open(os.path.join(path, ASSETS_EXTRA, CLASSIFIER_METADATA), "w", encoding="utf-8") as f:
+                f.write(self._metadata_json + "\n")
         return path

@@ -22,6 +22,7 @@ from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.finetune import glue_data, squad_data, tagging_data
 from electra_tf.finetune.layerwise_lr import LayerwiseLRError
+from electra_tf.finetune.own_data_flags import own_data_settings, resolve_task
 from electra_tf.finetune.run import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
 
@@ -77,7 +78,11 @@ flags.DEFINE_integer("log_every", 100, "Print a progress line (step, loss, learn
 def main(argv):
     if len(argv) > 1:
         return report_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
-    missing = [f"--{n}" for n in ("task", "init", "output_dir") if getattr(FLAGS, n) is None]
+    try:
+        task = resolve_task(FLAGS.task, FLAGS)  # --train_file: the own-data task
+    except FinetuneError as e:
+        return report_error(str(e))
+    missing = [f"--{n}" for n in ("task", "init", "output_dir") if (task if n == "task" else getattr(FLAGS, n)) is None]
     if missing:
         return report_error(f"{', '.join(missing)} required (see --help)")
     try:
@@ -85,7 +90,7 @@ def main(argv):
     except ValueError:
         return report_error(f"--seeds {','.join(FLAGS.seeds)!r} must be comma-separated integers, e.g. 1,2,3")
     settings = Settings(
-        task=FLAGS.task.lower(), init=FLAGS.init, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
+        task=task.lower(), init=FLAGS.init, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
         vocab_file=FLAGS.vocab_file, config=FLAGS.config, seeds=seeds,
         learning_rate=FLAGS.learning_rate, layerwise_lr_decay=FLAGS.layerwise_lr_decay,
         reference_lr_power=FLAGS.reference_lr_power, epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
@@ -99,7 +104,8 @@ def main(argv):
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, strategy=FLAGS.strategy,
         mixed_precision=FLAGS.mixed_precision, tfds_data_dir=FLAGS.tfds_data_dir,
-        do_lower_case=FLAGS.do_lower_case, save_every=FLAGS.save_every, log_every=FLAGS.log_every)
+        do_lower_case=FLAGS.do_lower_case, save_every=FLAGS.save_every, log_every=FLAGS.log_every,
+        **own_data_settings(FLAGS))
     # Task name aliases (sst-2, sts-b) are accepted for GLUE.
     try:
         settings.task = glue_data.get_spec(settings.task).name

@@ -5,6 +5,7 @@
     classifier.weights.h5    the whole `ClassifierModel` (encoder + task head)
     classifier.json          task, labels, regression, pair, num_outputs,
                              two_layer_head, pooling, max_seq_length, do_lower_case
+                             (and columns, for a model fine-tuned on own files)
 
 Fine-tuning writes it and owns its format; `electra_tf.export` (a layer above)
 reads it back with `electra_tf.export.load_classifier`. `do_lower_case` is the
@@ -28,7 +29,7 @@ CLASSIFIER_WEIGHTS = "classifier.weights.h5"
 def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Sequence[str], task: str,
                     pair: bool, max_seq_length: int, regression: bool = False,
                     two_layer_head: bool = False, pooling: str = "cls",
-                    do_lower_case: Optional[bool] = None) -> str:
+                    do_lower_case: Optional[bool] = None, columns: Optional[dict] = None) -> str:
     """Writes a fine-tuned `ClassifierModel` so `export --kind classifier` can serve it.
 
     Args:
@@ -44,6 +45,8 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
       two_layer_head: the head was built with two_layer_head=True.
       pooling: the head's pooling ("cls" or "mean").
       do_lower_case: the casing the fine-tuning tokenizer used (None: the config's).
+      columns: for a model fine-tuned on own files, the columns it read
+        ({"text": ..., "text_pair": ..., "label": ...}): `predict` reads the same ones.
     """
     lower = bool(config.do_lower_case if do_lower_case is None else do_lower_case)
     if lower != config.do_lower_case:
@@ -60,5 +63,7 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
     meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
             "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),
             "pooling": pooling, "max_seq_length": int(max_seq_length), "do_lower_case": lower}
+    if columns:
+        meta["columns"] = dict(columns)
     write_json_atomic(os.path.join(output_dir, CLASSIFIER_FILE), meta, sort_keys=True)
     return output_dir

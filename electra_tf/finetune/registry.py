@@ -11,6 +11,7 @@ from typing import Dict, Tuple
 from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.glue_task import GlueFinetuneTask
+from electra_tf.finetune.own_data_task import TASK_NAME as OWN_DATA, OwnDataFinetuneTask
 from electra_tf.finetune.settings import FinetuneError
 from electra_tf.finetune.squad_task import SQUAD_VERSIONS, SquadFinetuneTask
 from electra_tf.finetune.tagging_task import TAGGING_NAMES, TaggingFinetuneTask
@@ -24,6 +25,7 @@ def _build_tasks() -> Dict[str, FinetuneTask]:
         tasks[name] = SquadFinetuneTask(name, version_2)
     for name in TAGGING_NAMES:
         tasks[name] = TaggingFinetuneTask(name)
+    tasks[OWN_DATA] = OwnDataFinetuneTask()  # chosen by --train_file
     return tasks
 
 

@@ -225,7 +225,8 @@ def run_task(s: Settings) -> Dict:
     data = task.prepare_data(s, tokenizer)
     results = []
     for seed in s.seeds:
-        log.info("task %s seed %d", s.task, seed)
+        # DEBUG, not INFO: absl prints INFO records of Python loggers on stderr.
+        log.debug("task %s seed %d", s.task, seed)
         seed_dir = os.path.join(s.output_dir, f"seed_{seed}")
         done_path = os.path.join(seed_dir, RESULT_FILE)
         if os.path.isfile(done_path):

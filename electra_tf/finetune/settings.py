@@ -63,6 +63,14 @@ class Settings:
     do_lower_case: Optional[bool] = None  # None: config.json's do_lower_case (see run.py's docstring)
     save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
     log_every: int = 100  # progress line every N steps
+    # Own labelled files (own_data_task.py): CSV / TSV / JSON Lines, optionally .gz.
+    train_file: Optional[str] = None
+    validation_file: Optional[str] = None
+    test_file: Optional[str] = None
+    text_column: Optional[str] = None  # None: "text", else "sentence"
+    text_pair_column: Optional[str] = None
+    label_column: str = "label"
+    validation_split: Optional[float] = None  # hold out this fraction of --train_file (seeded, stratified)
 
 
 def check_mixed_precision(s: Settings) -> None:
@@ -85,6 +93,10 @@ def check_numbers(s: Settings) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
             raise FinetuneError(f"--{name}={shown} must be a positive number")
+    for name in ("max_train_examples", "max_eval_examples", "max_steps"):
+        value = getattr(s, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise FinetuneError(f"--{name}={value} must be a positive integer (leave it out to use them all)")
 
 
 def check_reinit(s: Settings, num_hidden_layers: int) -> None:

@@ -1,0 +1,66 @@
+"""The flags of `python -m electra_tf.finetune` for fine-tuning on your own files.
+
+    python -m electra_tf.finetune --init runs/default --train_file train.csv \\
+        --validation_file dev.csv --output_dir runs/reviews
+
+--train_file chooses the own-data task (own_data_task.py); --task is then
+not needed. Importing this module defines the flags; `own_data_settings`
+turns them into `Settings` fields and `resolve_task` picks the task name.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from absl import flags
+
+from electra_tf.finetune.own_data_task import TASK_NAME
+from electra_tf.finetune.settings import FinetuneError
+
+flags.DEFINE_string("train_file", None, "Your labelled training data: a .csv, .tsv or .jsonl file (optionally "
+                    ".gz) with a text column and a label column; chooses the own-data task (no --task needed).")
+flags.DEFINE_string("validation_file", None, "Labelled validation data in the same layout (or --validation_split).")
+flags.DEFINE_string("test_file", None, "Optional data to predict after training (labels optional): "
+                    "<output_dir>/seed_<n>/test_predictions.csv.")
+flags.DEFINE_string("text_column", None, "Column of the text (default: 'text', else 'sentence').")
+flags.DEFINE_string("text_pair_column", None, "Column of a second text, for text-pair tasks (default: none).")
+flags.DEFINE_string("label_column", "label", "Column of the label: class names or integers (classification), "
+                    "or numbers with a decimal point (regression).")
+flags.DEFINE_float("validation_split", None, "Without --validation_file: hold out this fraction of "
+                   "--train_file (stratified by label, the same rows for every seed), e.g. 0.1.")
+
+_FILE_FLAGS = ("validation_file", "test_file", "text_column", "text_pair_column", "validation_split")
+
+
+def own_data_settings(values) -> Dict:
+    """The `Settings` fields of these flags.
+
+    Args:
+      values: the parsed absl FLAGS.
+    """
+    return {"train_file": values.train_file, "validation_file": values.validation_file,
+            "test_file": values.test_file, "text_column": values.text_column,
+            "text_pair_column": values.text_pair_column, "label_column": values.label_column,
+            "validation_split": values.validation_split}
+
+
+def resolve_task(task: Optional[str], values) -> Optional[str]:
+    """The task name: --task, or the own-data task when --train_file is given.
+
+    Args:
+      task: the --task value (None when not given).
+      values: the parsed absl FLAGS.
+
+    Raises:
+      FinetuneError: --train_file with a built-in --task, or own-data flags
+        without --train_file.
+    """
+    if values.train_file:
+        if task is not None and task.lower() != TASK_NAME:
+            raise FinetuneError(f"--train_file fine-tunes on your own files, --task {task} on a built-in task's "
+                                f"--data_dir; pass one of them")
+        return TASK_NAME
+    given = [f"--{name}" for name in _FILE_FLAGS if getattr(values, name) is not None]
+    if given:
+        raise FinetuneError(f"{', '.join(given)} need(s) --train_file (your labelled training data)")
+    return task

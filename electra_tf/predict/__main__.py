@@ -1,0 +1,194 @@
+"""`python -m electra_tf.predict`: label names and probabilities for every row of a file.
+
+    python -m electra_tf.predict --model_dir runs/reviews/seed_1 --input new.csv --output predictions.jsonl
+
+--model_dir is a fine-tuning seed directory or a classifier SavedModel
+(`python -m electra_tf.export --kind classifier`). --input is a .csv, .tsv or
+.jsonl file (optionally .gz); its text column defaults to the one the model
+was fine-tuned on (`text`, else `sentence`, for the built-in tasks), and
+--text_column overrides it. --output (.jsonl, .csv or .tsv) gets every input
+row with `predicted_label` and the class probabilities (JSON Lines: a
+`probabilities` object; CSV/TSV: one `probability_<label>` column per class),
+or `predicted_score` for a regression. Rows stream through in batches, so a
+file of any size runs in bounded memory; a progress bar goes to stderr.
+The output is written under a temporary name and renamed at the end: an error
+or Ctrl-C leaves no partial file. Bad inputs stop with one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import os
+import sys
+from typing import Dict, Iterator, List, Tuple
+
+from electra_tf.cli import ArgumentParser, report_error, report_interrupted
+from electra_tf.config import ConfigError
+from electra_tf.data.vocab import VocabError
+from electra_tf.errors import ElectraError
+from electra_tf.paths import output_dir_problem
+
+OUTPUT_FORMATS = (".jsonl", ".csv", ".tsv")
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(prog="python -m electra_tf.predict", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model_dir", required=True, help="fine-tuning seed_<n>/ directory or classifier SavedModel")
+    p.add_argument("--input", required=True, help=".csv, .tsv or .jsonl file (optionally .gz) of texts")
+    p.add_argument("--output", required=True, help="predictions file to write: .jsonl, .csv or .tsv")
+    p.add_argument("--text_column", help="column of the text (default: the one the model was fine-tuned on)")
+    p.add_argument("--text_pair_column", help="column of the second text (pair models; default: as fine-tuned)")
+    p.add_argument("--batch_size", type=int, default=64, help="texts per model call")
+    p.add_argument("--max_seq_length", type=int, help="word pieces per text (seed directories; default: as fine-tuned)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    p.add_argument("--noprogress", action="store_true", help="no progress bar on stderr")
+    return p.parse_args(argv)
+
+
+def _check_output(args) -> None:
+    from electra_tf.predict import PredictError
+
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext not in OUTPUT_FORMATS:
+        raise PredictError(f"--output {args.output}: unknown file type {ext or '(none)'!r}; name it .jsonl, .csv "
+                           f"or .tsv")
+    if os.path.isdir(args.output):
+        raise PredictError(f"--output {args.output} is a directory; pass the path of the file to write")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise PredictError(f"--output {args.output} exists; pass --overwrite or another path")
+    problem = output_dir_problem(os.path.dirname(os.path.abspath(args.output)))
+    if problem:
+        raise PredictError(f"cannot write --output '{args.output}' ({problem}); choose a writable directory")
+    if args.batch_size < 1:
+        raise PredictError(f"--batch_size={args.batch_size} must be a positive integer")
+
+
+def _columns(args, predictor, reader) -> Tuple[str, str]:
+    from electra_tf.finetune.own_data import Columns, resolve_text_column
+    from electra_tf.predict import PredictError
+
+    text = args.text_column or predictor.columns.get("text")
+    text = resolve_text_column(reader, Columns(text=text)) if text is None or args.text_column else text
+    if text not in reader.columns:
+        raise PredictError(f"--input {reader.path} has no column {text!r} (the model was fine-tuned on it); its "
+                           f"columns are: {', '.join(reader.columns)}; name the text column with --text_column")
+    pair = None
+    if predictor.pair:
+        pair = args.text_pair_column or predictor.columns.get("text_pair")
+        if pair is None:
+            raise PredictError("the model takes text pairs: name the second text's column with --text_pair_column")
+        if pair not in reader.columns:
+            raise PredictError(f"--input {reader.path} has no column {pair!r} (the second text); its columns are: "
+                               f"{', '.join(reader.columns)}; pass --text_pair_column")
+    elif args.text_pair_column:
+        raise PredictError(f"--text_pair_column {args.text_pair_column}: the model takes single texts; leave it out")
+    return text, pair
+
+
+def _batches(reader, text: str, pair, size: int) -> Iterator[List[Tuple[int, Dict]]]:
+    batch: List[Tuple[int, Dict]] = []
+    for line, row in reader.rows():
+        for column in (text, pair):
+            if column is not None and (column not in row or row[column] is None):
+                from electra_tf.predict import PredictError
+                raise PredictError(f"--input {reader.path}:{line}: no text in column {column!r}; fill it in "
+                                   f"or delete the row")
+        batch.append((line, row))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _Writer:
+    """Writes prediction rows as JSON Lines or CSV/TSV (header from the first batch)."""
+
+    def __init__(self, f, ext: str, labels: List[str], regression: bool):
+        self.f, self.ext, self.labels, self.regression = f, ext, labels, regression
+        self.csv = None
+
+    def write(self, row: Dict, prediction) -> None:
+        if self.ext == ".jsonl":
+            out = dict(row)
+            if self.regression:
+                out["predicted_score"] = prediction.score
+            else:
+                out["predicted_label"] = prediction.label
+                out["probabilities"] = {k: round(v, 6) for k, v in prediction.probabilities.items()}
+            self.f.write(json.dumps(out, ensure_ascii=False) + "\n")
+            return
+        values = {k: ("" if v is None else v if isinstance(v, str) else json.dumps(v)) for k, v in row.items()}
+        if self.regression:
+            values["predicted_score"] = f"{prediction.score:.6g}"
+        else:
+            values["predicted_label"] = prediction.label
+            values.update({f"probability_{k}": f"{v:.6f}" for k, v in prediction.probabilities.items()})
+        if self.csv is None:
+            delimiter = "\t" if self.ext == ".tsv" else ","
+            self.csv = csv.DictWriter(self.f, fieldnames=list(values), delimiter=delimiter, lineterminator="\n",
+                                      extrasaction="ignore")
+            self.csv.writeheader()
+        self.csv.writerow(values)
+
+
+def run(args) -> Dict:
+    """Predicts every row of --input into --output; returns a summary."""
+    from tqdm import tqdm
+
+    from electra_tf.finetune.text_files import TableReader
+    from electra_tf.predict import Predictor
+
+    _check_output(args)
+    predictor = Predictor(args.model_dir, args.batch_size, args.max_seq_length)
+    reader = TableReader(args.input, "--input")
+    text, pair = _columns(args, predictor, reader)
+    ext = os.path.splitext(args.output)[1].lower()
+    tmp = args.output + ".tmp"
+    counts: collections.Counter = collections.Counter()
+    rows = 0
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f, \
+                tqdm(total=reader.progress()[1], unit="B", unit_scale=True, desc="predict", file=sys.stderr,
+                     disable=args.noprogress, mininterval=1.0) as bar:
+            writer = _Writer(f, ext, predictor.labels, predictor.regression)
+            for batch in _batches(reader, text, pair, args.batch_size):
+                texts = [str(r[text]) for _, r in batch]
+                pairs = [str(r[pair]) for _, r in batch] if pair else None
+                for (_, row), prediction in zip(batch, predictor.predict(texts, pairs)):
+                    writer.write(row, prediction)
+                    counts[prediction.label] += 1
+                rows += len(batch)
+                bar.update(reader.progress()[0] - bar.n)
+        if rows == 0:
+            from electra_tf.predict import PredictError
+            raise PredictError(f"--input {args.input} holds a header but no rows; nothing to predict")
+        os.replace(tmp, args.output)
+    finally:
+        reader.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    summary = {"output": args.output, "rows": rows}
+    if not predictor.regression:
+        summary["predicted_labels"] = {k: counts[k] for k in predictor.labels if counts[k]} or dict(counts)
+    return summary
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        summary = run(args)
+    except (ElectraError, ConfigError, VocabError) as e:
+        return report_error(str(e))
+    except KeyboardInterrupt:
+        return report_interrupted("no output was written; re-run the command")
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Label names and class probabilities from a fine-tuned classifier, in Python.
+
+`Predictor` reads a fine-tuning seed directory (`seed_<n>/`, what
+`python -m electra_tf.finetune` writes) or a classifier SavedModel (what
+`python -m electra_tf.export --kind classifier` writes). Either way the text
+is tokenized in-graph by the same `TextPreprocessor` the model was trained
+with, through the same serving graph TF Serving runs.
+
+Example:
+
+>>> from electra_tf.predict import Predictor
+>>> predictor = Predictor("runs/reviews/seed_1")                           # doctest: +SKIP
+>>> [(p.label, round(p.probabilities["positive"], 2)) for p in predictor.predict(["a great film"])]  # doctest: +SKIP
+[('positive', 0.81)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's tokenizer)
+
+from electra_tf.errors import ElectraError
+from electra_tf.export.loading import classifier_module
+from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA
+from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE
+from electra_tf.paths import resolve_model_dir
+
+
+class PredictError(ElectraError, ValueError):
+    """A model directory or input that `Predictor` cannot use."""
+
+
+@dataclasses.dataclass
+class Prediction:
+    """The classifier's answer for one text.
+
+    Attributes:
+      label: the predicted class name (None for a regression).
+      label_id: its index in `Predictor.labels` (None for a regression).
+      probabilities: class name -> probability (empty for a regression).
+      score: the predicted number of a regression (None for classes).
+      truncated: the text was cut to the model's max_seq_length.
+    """
+    label: Optional[str]
+    label_id: Optional[int]
+    probabilities: Dict[str, float]
+    score: Optional[float]
+    truncated: bool
+
+
+def _check_texts(texts, name: str) -> List[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"predict() takes a list of strings as {name}; wrap a single text in a list")
+    if texts is None or not hasattr(texts, "__iter__"):
+        raise TypeError(f"predict() takes a list of strings as {name}, not {type(texts).__name__}")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"predict() takes a list of strings, but {name}[{i}] is {type(text).__name__} "
+                            f"{text!r:.50}; convert it to str first")
+    return texts
+
+
+class Predictor:
+    """A fine-tuned classifier (or regressor) that answers with label names.
+
+    Args:
+      model_dir: a fine-tuning seed directory (with classifier.json), or a
+        classifier SavedModel directory (with saved_model.pb; then only
+        TensorFlow and tensorflow-text run).
+      batch_size: texts per model call.
+      max_seq_length: word pieces per text, [CLS]/[SEP] included (seed
+        directories only; default: the fine-tuning length).
+
+    Attributes:
+      labels: class names in the order of the probabilities (empty: regression).
+      regression: the model predicts a number.
+      pair: the model takes text pairs.
+      columns: {"text", "text_pair", "label"} columns the model was fine-tuned
+        on (own files; {} for the built-in tasks).
+
+    Raises:
+      PredictError: a directory that does not exist, or holds no classifier.
+    """
+
+    def __init__(self, model_dir: str, batch_size: int = 64, max_seq_length: Optional[int] = None):
+        if not os.path.isdir(model_dir):
+            raise PredictError(f"{model_dir} does not exist; pass a fine-tuning seed_<n>/ directory or a "
+                               f"classifier SavedModel")
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise PredictError(f"batch_size={batch_size} must be a positive integer")
+        model_dir = resolve_model_dir(model_dir, "Predictor", logging.getLogger(__name__).info)
+        if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+            meta = self._load_saved_model(model_dir)
+        elif os.path.isfile(os.path.join(model_dir, CLASSIFIER_FILE)):
+            module = classifier_module(model_dir, max_seq_length)
+            self._call = module.serve
+            with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
+                meta = json.load(f)
+        else:
+            raise PredictError(f"{model_dir} holds no fine-tuned classifier ({CLASSIFIER_FILE} or saved_model.pb); "
+                               f"fine-tune one with python -m electra_tf.finetune and pass its seed_<n>/ directory "
+                               f"(a pre-trained model scores tokens with electra_tf.scoring.Scorer)")
+        self.labels: List[str] = [str(label) for label in meta.get("labels", [])]
+        self.regression = bool(meta.get("regression", False))
+        self.pair = bool(meta.get("pair", False))
+        self.columns: Dict[str, Optional[str]] = dict(meta.get("columns") or {})
+
+    def _load_saved_model(self, model_dir: str) -> dict:
+        fn = tf.saved_model.load(model_dir).signatures["serving_default"]
+        outputs = set(fn.structured_outputs)
+        if "sentence_score" in outputs:
+            raise PredictError(f"{model_dir} is a discriminator SavedModel (per-token scores); score it with "
+                               f"electra_tf.scoring.Scorer, or export a fine-tuned seed_<n>/ with --kind classifier")
+        if not outputs & {"probabilities", "score"}:
+            raise PredictError(f"{model_dir} is not a SavedModel written by python -m electra_tf.export --kind "
+                               f"classifier (its outputs: {', '.join(sorted(outputs))})")
+        pair = "text_b" in fn.structured_input_signature[1]
+        self._call = (lambda a, b: fn(text_a=a, text_b=b)) if pair else (lambda a: fn(text=a))
+        path = os.path.join(model_dir, ASSETS_EXTRA, CLASSIFIER_METADATA)
+        meta = {"pair": pair, "regression": "score" in outputs}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                meta.update(json.load(f))
+        return meta
+
+    def predict_arrays(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+        """The raw outputs for one batch: probabilities [n, C] and label_id [n] (or score [n]), truncated [n]."""
+        texts = _check_texts(texts, "texts")
+        if self.pair:
+            if pairs is None:
+                raise PredictError("this model takes text pairs: pass pairs=[...] (one second text per text)")
+            pairs = _check_texts(pairs, "pairs")
+            if len(pairs) != len(texts):
+                raise PredictError(f"{len(texts)} texts but {len(pairs)} pairs; pass one second text per text")
+        elif pairs is not None:
+            raise PredictError("this model takes single texts, not pairs; leave out pairs")
+        parts: Dict[str, list] = {}
+        for start in range(0, len(texts), self.batch_size):
+            args = [tf.constant(texts[start:start + self.batch_size], tf.string)]
+            if self.pair:
+                args.append(tf.constant(pairs[start:start + self.batch_size], tf.string))
+            for key, value in self._call(*args).items():
+                if key in ("probabilities", "label_id", "score", "truncated"):
+                    parts.setdefault(key, []).append(value.numpy())
+        if not texts:
+            width = max(1, len(self.labels))
+            return {"probabilities": np.zeros((0, width), np.float32), "label_id": np.zeros((0,), np.int32),
+                    "truncated": np.zeros((0,), bool)}
+        return {k: np.concatenate(v) for k, v in parts.items()}
+
+    def predict(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> List[Prediction]:
+        """A `Prediction` for every text (and its pair, for a pair model)."""
+        raw = self.predict_arrays(texts, pairs)
+        out = []
+        for i in range(len(raw["truncated"])):
+            truncated = bool(raw["truncated"][i])
+            if self.regression:
+                out.append(Prediction(None, None, {}, float(raw["score"][i]), truncated))
+                continue
+            probs = raw["probabilities"][i]
+            names = self.labels if len(self.labels) == len(probs) else [str(c) for c in range(len(probs))]
+            label_id = int(raw["label_id"][i])
+            out.append(Prediction(names[label_id], label_id,
+                                  {n: float(p) for n, p in zip(names, probs)}, None, truncated))
+        return out
