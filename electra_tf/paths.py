@@ -69,6 +69,21 @@ def output_dir_problem(path: str) -> Optional[str]:
     return None
 
 
+def hub_download_hint(path: str) -> Optional[str]:
+    """For a missing path that looks like a Hugging Face hub id (owner/name), how to download it.
+
+    The tools never reach the network, so a hub id must be downloaded first:
+    returns the sentence saying how (None for an existing path or another name).
+    """
+    parts = path.split("/")
+    if os.path.exists(path) or len(parts) != 2 or path.startswith(".") or is_remote(path):
+        return None
+    if not all(p and p[0].isalnum() and all(c.isalnum() or c in "-_." for c in p) for p in parts):
+        return None
+    return (f"it looks like a Hugging Face hub id, and the tools do not download (no network at run time): "
+            f"run hf download {path} --local-dir {parts[1]} first")
+
+
 def has_model_files(directory: str) -> bool:
     return any(os.path.isfile(os.path.join(directory, name)) for name in MODEL_FILES)
 

@@ -23,6 +23,7 @@ import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's token
 
 from electra_tf.config import ElectraConfig
 from electra_tf.export.loading import discriminator_module
+from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import resolve_model_dir
 
 
@@ -59,6 +60,10 @@ class Scorer:
 
     def __init__(self, model_dir: str, max_seq_length: Optional[int] = None, batch_size: int = 64):
         self.batch_size = int(batch_size)
+        if not os.path.isdir(model_dir):
+            what = "is not a directory" if os.path.exists(model_dir) else "does not exist"
+            raise ModelDirError(f"{model_dir} {what}; pass a model directory written by electra_tf (pretrain, "
+                                f"convert), a pre-training run directory or an exported SavedModel directory")
         # A pre-training run directory: its model is in <run>/pretrained/.
         model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
         # ELECTRIC's head output is an energy: report it next to the probabilities

@@ -2,7 +2,8 @@
 
 Import into our model directory (the layout of electra_tf/models/saving.py):
 
-    python -m electra_tf.convert --from google --input electra_small/ --output models/small
+    python -m electra_tf.convert --from google --input electra_small/ --output models/small \
+        --num_attention_heads 4
     python -m electra_tf.convert --from hf --input electra-small-discriminator/ \
         --generator_input electra-small-generator/ --output models/small
     python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output models/small
@@ -10,6 +11,7 @@ Import into our model directory (the layout of electra_tf/models/saving.py):
 Export one of our model directories:
 
     python -m electra_tf.convert --from electra_tf --input models/small --to google --output ckpt/model.ckpt
+        (vocab.txt and electra_config.json, the facts the checkpoint cannot hold, go beside it)
     python -m electra_tf.convert --from electra_tf --input models/small --to hf --output hf_out/
     python -m electra_tf.convert --from electra_tf --input models/small --to keras_hub --output preset/
 
@@ -30,9 +32,10 @@ from electra_tf.cli import ArgumentParser, report_error
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.convert import common, google, hf, keras_hub as kh
 from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, ConversionError
-from electra_tf.data.vocab import VocabError
+from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
+from electra_tf.paths import hub_download_hint
 from electra_tf.pretrain.saving import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
@@ -51,7 +54,8 @@ def parse_args(argv=None):
     p.add_argument("--config", help="ElectraConfig JSON for the fields a checkpoint does not store "
                                     "(dropout, max_seq_length, do_lower_case, ...)")
     p.add_argument("--num_attention_heads", type=int,
-                   help="google: discriminator heads (default: hidden_size // 64, as every released model)")
+                   help="google: discriminator heads, for a checkpoint without electra_config.json beside it "
+                        "(google-research/electra's models use hidden_size // 64)")
     p.add_argument("--hidden_act", choices=("gelu", "gelu_approximate"),
                    help="keras_hub: GELU form of the imported model (default gelu, the form ELECTRA was "
                         "trained with; gelu_approximate reproduces keras-hub's numbers)")
@@ -76,14 +80,35 @@ def run(args) -> int:
         return _fail(str(e))
 
 
+_DIRECTORIES = {"hf": "a Hugging Face ELECTRA model directory (config.json + model.safetensors)",
+                "keras_hub": "a keras-hub ElectraBackbone preset directory"}
+
+
+def _check_input_dirs(args) -> None:
+    """--input (and --generator_input) of hf / keras_hub must be local directories."""
+    flags = [("--input", args.input)]
+    if args.generator_input:
+        flags.append(("--generator_input", args.generator_input))
+    for flag, path in flags:
+        if os.path.isdir(path):
+            continue
+        what = "does not exist" if not os.path.exists(path) else "is not a directory"
+        hint = hub_download_hint(path)
+        if hint:
+            raise ConversionError(f"{flag} {path!r} {what}; {hint}, then pass {flag} {path.split('/')[1]}")
+        raise ConversionError(f"{flag} {path!r} {what}; pass {_DIRECTORIES[args.source]}")
+
+
 def _import(args, base) -> int:
     optional = () if args.require_all else (DISCRIMINATOR_HEAD, GENERATOR)
     source = {"format": args.source, "input": os.path.basename(os.path.normpath(args.input))}
+    if args.source in _DIRECTORIES:
+        _check_input_dirs(args)
     if args.source == "google":
         tensors, skipped = google.read_checkpoint(args.input)
         vocab = args.vocab or google.find_vocab(args.input)
-        sizes = common.sizes_from_tensors(tensors)
-        config = common.build_config(sizes, base, args.num_attention_heads)
+        config = google.import_config(common.sizes_from_tensors(tensors), args.input, base,
+                                      args.num_attention_heads)
         source["skipped"] = len(skipped)
     elif args.source == "hf":
         config, tensors, info = hf.load(args.input, args.generator_input, base)
@@ -97,15 +122,15 @@ def _import(args, base) -> int:
     else:
         pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
         if args.require_all:
-            raise common.ConversionError("a keras-hub ElectraBackbone has no discriminator head and no generator; "
+            raise ConversionError("a keras-hub ElectraBackbone has no discriminator head and no generator; "
                                          "drop --require_all to convert the encoder alone")
         source["hidden_act"] = pretrainer.config.hidden_act
         common.write_model_dir(args.output, pretrainer, vocab, source, status)
         _report(args.output, status)
         return 0
     if vocab is None:
-        raise common.ConversionError(f"no vocab.txt beside {args.input}; pass --vocab")
-    pretrainer, status = common.load_canonical(config, common.read_vocab(vocab), tensors, args.input, optional)
+        raise ConversionError(f"no vocab.txt beside {args.input}; pass --vocab")
+    pretrainer, status = common.load_canonical(config, load_vocab(vocab), tensors, args.input, optional)
     common.write_model_dir(args.output, pretrainer, vocab, source, status)
     _report(args.output, status)
     return 0
@@ -132,9 +157,10 @@ def _export(args) -> int:
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
                      f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
-    pretrainer = load_pretrainer(args.input)
+    pretrainer = load_pretrainer(args.input)  # refuses a directory without vocab.txt
     if args.target == "google":
-        google.export_pretrainer(pretrainer, args.output)
+        # vocab.txt and electra_config.json go beside the checkpoint: the import reads them.
+        google.export_pretrainer(pretrainer, args.output, vocab_file=vocab)
     else:
         hf.export(pretrainer, args.output, vocab if os.path.isfile(vocab) else None)
     print(json.dumps({"output": args.output, "format": args.target}))

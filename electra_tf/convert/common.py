@@ -9,12 +9,11 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from electra_tf.config import ElectraConfig
-from electra_tf.convert.mapping import (DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError,
-                                        check_and_assign, pretrainer_entries)
+from electra_tf.convert.mapping import (DISCRIMINATOR_HEAD, GENERATOR, ConversionError, check_and_assign,
+                                        pretrainer_entries)
 from electra_tf.data.fs import write_json_atomic
-from electra_tf.data.vocab import load_vocab, special_token_ids
-# conversion.json is part of the model-directory layout (models/saving.py); re-exported here.
-from electra_tf.models.saving import CONVERSION_FILE, absent_parts, read_conversion_record, save_pretrained
+from electra_tf.data.vocab import special_token_ids
+from electra_tf.models.saving import CONVERSION_FILE, save_pretrained
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -67,21 +66,24 @@ def sizes_from_tensors(tensors: Dict[str, np.ndarray]) -> dict:
     return out
 
 
-def build_config(sizes: dict, base: Optional[ElectraConfig] = None, num_heads: Optional[int] = None,
+def build_config(sizes: dict, base: Optional[ElectraConfig], num_heads: int,
                  generator_heads: Optional[int] = None, **overrides) -> ElectraConfig:
     """An `ElectraConfig` with the sizes of the checkpoint.
 
-    Non-shape fields (dropout, max_seq_length, optimisation...) come from `base`
-    (default: ElectraConfig()). Attention heads cannot be read off shapes: they
-    come from `num_heads`, else from `base` when its hidden_size matches, else
-    hidden_size // 64 (every released ELECTRA uses 64-wide heads).
+    Args:
+      sizes: `sizes_from_tensors` of the checkpoint.
+      base: the non-shape fields (dropout, max_seq_length, optimisation...);
+        default ElectraConfig().
+      num_heads: the discriminator's attention heads, which no shape shows (the
+        caller knows them from the checkpoint's own config, or refuses).
+      generator_heads: the generator's, when its checkpoint states them.
+      **overrides: fields the checkpoint's own config states (they win over `base`).
+
     Raises ConversionError if the generator's shape is one our config cannot
     express (it derives generator heads = width // 64 and FFN = 4 * width).
     """
     base = base or ElectraConfig()
     hidden = sizes["hidden_size"]
-    if num_heads is None:
-        num_heads = base.num_attention_heads if base.hidden_size == hidden else max(1, hidden // 64)
     values = base.to_dict()
     values.update({k: sizes[k] for k in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                                          "intermediate_size", "max_position_embeddings", "type_vocab_size",
@@ -132,17 +134,9 @@ def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, n
     return pretrainer, status
 
 
-def read_vocab(path: str) -> List[str]:
-    return load_vocab(path)
-
-
 def write_model_dir(output: str, pretrainer, vocab_file: str, source: dict, status: dict) -> str:
     """Writes our model directory (`saving.save_pretrained`) plus conversion.json."""
     save_pretrained(output, pretrainer, vocab_file)
     write_json_atomic(os.path.join(output, CONVERSION_FILE), dict(source, parts=status), sort_keys=True)
     return output
 
-
-__all__ = ["ConversionError", "DISCRIMINATOR", "DISCRIMINATOR_HEAD", "GENERATOR", "sizes_from_tensors",
-           "build_config", "load_canonical", "write_model_dir", "absent_parts",
-           "read_conversion_record", "CONVERSION_FILE"]

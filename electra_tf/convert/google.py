@@ -8,19 +8,36 @@ reference `run_pretraining.py`: discriminator under `electra/`, generator under
 skipped; every other name must map onto our model.
 
 Writing produces a TF checkpoint with exactly those names (via the `SaveV2` op),
-which the reference code and Hugging Face's `load_tf_weights_in_electra` read.
+which the reference code and Hugging Face's `load_tf_weights_in_electra` read,
+and beside it the two files the import needs: `vocab.txt`, and
+`electra_config.json` with the facts the weights cannot show (the attention head
+count, GELU form, LayerNorm epsilon, casing; plus settings such as
+max_seq_length). Importing reads them; a head count that neither the sidecar nor
+a flag gives is refused rather than guessed, since a wrong one changes every output.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from electra_tf.config import ElectraConfig
+from electra_tf.convert.common import build_config
 from electra_tf.convert.mapping import ConversionError, export_tensors, is_ignored, pretrainer_entries
+from electra_tf.data.fs import write_json_atomic, write_text_atomic
+
+# Beside the checkpoint: what `--to google` writes and `--from google` reads.
+VOCAB_FILE = "vocab.txt"
+SIDECAR_FILE = "electra_config.json"
+# Facts of the weights that change the model's outputs but no tensor shape shows.
+MODEL_FACTS = ("num_attention_heads", "hidden_act", "layer_norm_eps", "do_lower_case")
+# Settings of the exported model carried along (defaults for fine-tuning and scoring).
+SETTINGS = ("max_seq_length", "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -72,18 +89,83 @@ def write_checkpoint(tensors: Dict[str, np.ndarray], prefix: str) -> str:
     return prefix
 
 
-def export_pretrainer(pretrainer, prefix: str, global_step: Optional[int] = None) -> str:
-    """Our pre-trainer as a reference-named TF1 checkpoint."""
+def export_pretrainer(pretrainer, prefix: str, global_step: Optional[int] = None,
+                      vocab_file: Optional[str] = None) -> str:
+    """Our pre-trainer as a reference-named TF1 checkpoint, with `electra_config.json` beside it.
+
+    Args:
+      pretrainer: an `ElectraPretrainer`.
+      prefix: the checkpoint prefix to write (e.g. ckpt/model.ckpt).
+      global_step: stored as `global_step` when given, as the reference does.
+      vocab_file: copied beside the checkpoint as vocab.txt when given.
+    """
     tensors = export_tensors(pretrainer_entries(pretrainer))
     if global_step is not None:
         tensors["global_step"] = np.asarray(global_step, np.int64)
-    return write_checkpoint(tensors, prefix)
+    write_checkpoint(tensors, prefix)
+    folder = os.path.dirname(os.path.abspath(prefix))
+    config = pretrainer.config.to_dict()
+    write_json_atomic(os.path.join(folder, SIDECAR_FILE), {k: config[k] for k in MODEL_FACTS + SETTINGS},
+                      sort_keys=True)
+    if vocab_file is not None:
+        with open(vocab_file, encoding="utf-8") as f:
+            write_text_atomic(os.path.join(folder, VOCAB_FILE), f.read())
+    return prefix
+
+
+def _folder(path: str) -> str:
+    return path if os.path.isdir(path) else os.path.dirname(path)
 
 
 def find_vocab(path: str) -> Optional[str]:
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    for name in ("vocab.txt",):
-        candidate = os.path.join(folder, name)
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+    candidate = os.path.join(_folder(path), VOCAB_FILE)
+    return candidate if os.path.isfile(candidate) else None
+
+
+def read_sidecar(path: str) -> Tuple[dict, Optional[str]]:
+    """({field: value}, its path) of the electra_config.json beside a checkpoint; ({}, None) without one."""
+    sidecar = os.path.join(_folder(path), SIDECAR_FILE)
+    if not os.path.isfile(sidecar):
+        return {}, None
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            values = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConversionError(f"{sidecar} is not valid JSON ({e}); write it again with "
+                              f"python -m electra_tf.convert --to google, or delete it and pass "
+                              f"--num_attention_heads") from None
+    unknown = sorted(set(values) - set(MODEL_FACTS + SETTINGS)) if isinstance(values, dict) else None
+    if unknown is None or unknown:
+        raise ConversionError(f"{sidecar} holds {'key(s) ' + ', '.join(unknown) if unknown else 'no JSON object'}; "
+                              f"it may name only {', '.join(MODEL_FACTS + SETTINGS)}")
+    return values, sidecar
+
+
+def import_config(sizes: dict, path: str, base: Optional[ElectraConfig],
+                  num_heads: Optional[int]) -> ElectraConfig:
+    """The config of a Google checkpoint: sizes from its shapes, facts from its electra_config.json.
+
+    The head count comes from `num_heads` (--num_attention_heads), the sidecar, or
+    `base` (--config) of the same hidden size; without any of them it is refused,
+    not guessed. A flag that contradicts the sidecar is refused too. The sidecar's
+    facts win over `base`, whose other fields fill in the rest.
+    """
+    facts, sidecar = read_sidecar(path)
+    recorded = facts.get("num_attention_heads")
+    if num_heads is not None and recorded is not None and num_heads != recorded:
+        raise ConversionError(f"--num_attention_heads {num_heads} contradicts {sidecar}, which records "
+                              f"{recorded} heads for these weights; drop the flag")
+    heads = num_heads if num_heads is not None else recorded
+    hidden = sizes["hidden_size"]
+    if heads is None and base is not None and base.hidden_size == hidden:
+        heads = base.num_attention_heads
+    if heads is None:
+        raise ConversionError(
+            f"{path} does not record its attention heads (no {SIDECAR_FILE} beside it) and the weights "
+            f"cannot show them; pass --num_attention_heads (checkpoints of google-research/electra use "
+            f"hidden_size // 64 = {max(1, hidden // 64)})")
+    values = {k: v for k, v in facts.items() if k != "num_attention_heads"}
+    if base is not None:
+        # --config fills the settings; the sidecar's facts describe the weights and stay.
+        values.update({k: getattr(base, k) for k in SETTINGS})
+    return build_config(sizes, base, heads, **values)

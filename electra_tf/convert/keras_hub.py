@@ -29,7 +29,7 @@ import keras_hub
 import numpy as np
 
 from electra_tf.config import ElectraConfig
-from electra_tf.convert.common import new_pretrainer, read_vocab
+from electra_tf.convert.common import new_pretrainer
 from electra_tf.convert.mapping import DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
 from electra_tf.data.vocab import load_vocab
 from electra_tf.models.keras_hub_compat import from_keras_hub_backbone, to_keras_hub_backbone
@@ -82,7 +82,7 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
     vocab_file = vocab_file or os.path.join(preset_dir, VOCAB_ASSET)
     if not os.path.isfile(vocab_file):
         raise ConversionError(f"{preset_dir} has no {VOCAB_ASSET}; pass --vocab")
-    pretrainer = new_pretrainer(config, read_vocab(vocab_file))
+    pretrainer = new_pretrainer(config, load_vocab(vocab_file))
     try:
         from_keras_hub_backbone(backbone, pretrainer.discriminator)
     except ValueError as e:

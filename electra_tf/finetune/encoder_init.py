@@ -8,6 +8,7 @@ to fit the model is one `FinetuneError` line naming the file and the fix.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional, Tuple
 
@@ -20,7 +21,7 @@ from electra_tf.finetune.models import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.models.legacy_weights import readable
-from electra_tf.paths import resolve_model_dir
+from electra_tf.paths import hub_download_hint, resolve_model_dir
 
 INIT_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras")
 
@@ -33,9 +34,34 @@ def _weights_in_dir(init: str) -> str:
     for d in (init, os.path.join(init, "checkpoints")):
         if os.path.isdir(d) and tf.train.latest_checkpoint(d):
             return tf.train.latest_checkpoint(d)
+    source = _foreign_format(init)
+    if source is not None:
+        out = "models/" + os.path.basename(os.path.normpath(init))
+        raise FinetuneError(
+            f"--init {init!r} is {source[1]}, not a model directory of electra_tf; convert it first: "
+            f"python -m electra_tf.convert --from {source[0]} --input {init} --output {out}, then pass --init {out}")
     raise FinetuneError(
         f"--init {init!r} holds no {' / '.join(INIT_FILES)} and no TF checkpoint; "
         f"pass the pre-training output directory or 'random'")
+
+
+def _foreign_format(directory: str) -> Optional[Tuple[str, str]]:
+    """(convert --from value, description) for a keras-hub preset or Hugging Face directory, else None."""
+    config = {}
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        pass
+    config = config if isinstance(config, dict) else {}
+    # keras-hub presets: metadata.json, and a config.json naming the backbone's module / class.
+    if (os.path.isfile(os.path.join(directory, "metadata.json"))
+            or str(config.get("module", "")).startswith("keras_hub")):
+        return "keras_hub", "a keras-hub preset directory"
+    if "model_type" in config and any(os.path.isfile(os.path.join(directory, name)) for name in
+                                      ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")):
+        return "hf", "a Hugging Face model directory"
+    return None
 
 
 def find_init_files(init: str, config_flag: Optional[str],
@@ -59,6 +85,12 @@ def find_init_files(init: str, config_flag: Optional[str],
             weights = init
             search_dir = os.path.dirname(init)
         else:
+            hint = hub_download_hint(init)
+            if hint:
+                name = init.split("/")[1]
+                raise FinetuneError(f"--init {init!r} does not exist; {hint}, convert it with python -m "
+                                    f"electra_tf.convert --from hf --input {name} --output models/{name}, "
+                                    f"then pass --init models/{name}")
             raise FinetuneError(f"--init {init!r} does not exist; pass a pre-training run directory, "
                                 f"a .weights.h5 file, or 'random'")
     config = config_flag

@@ -10,6 +10,7 @@ import convert_helpers as h
 from electra_tf.convert import common, google
 from electra_tf.convert.__main__ import main as convert_main
 from electra_tf.convert.mapping import ConversionError
+from electra_tf.models.saving import absent_parts
 
 
 @pytest.fixture(scope="module")
@@ -114,18 +115,17 @@ def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint):
     out = str(tmp_path / "model")
     assert convert_main(["--from", "google", "--input", str(tmp_path / "d" / "model.ckpt"),
                          "--output", out, "--num_attention_heads", "2"]) == 0
-    assert common.absent_parts(out) == ["generator"]
+    assert absent_parts(out) == ["generator"]
     with pytest.raises(ConversionError, match="generator"):
         tensors, _ = google.read_checkpoint(str(tmp_path / "d"))
-        cfg = common.build_config(common.sizes_from_tensors(tensors), config)
+        cfg = common.build_config(common.sizes_from_tensors(tensors), config, config.num_attention_heads)
         common.load_canonical(cfg, h.VOCAB, tensors, "d", optional_parts=())
 
 
-def test_default_heads_and_missing_vocab(tmp_path, tf1_checkpoint, capsys):
-    d, _, weights = tf1_checkpoint
-    sizes = common.sizes_from_tensors(weights)
-    assert common.build_config(sizes).num_attention_heads == 1  # hidden 32 // 64 -> at least 1
+def test_missing_vocab(tmp_path, tf1_checkpoint, capsys):
+    _, _, weights = tf1_checkpoint
     google.write_checkpoint(weights, str(tmp_path / "nv" / "model.ckpt"))
-    assert convert_main(["--from", "google", "--input", str(tmp_path / "nv"), "--output",
-                         str(tmp_path / "o")]) == 2
+    assert convert_main(["--from", "google", "--input", str(tmp_path / "nv"), "--output", str(tmp_path / "o"),
+                         "--num_attention_heads", "2"]) == 2
     assert "--vocab" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o")

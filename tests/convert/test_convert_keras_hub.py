@@ -64,7 +64,7 @@ def test_preset_loads_with_keras_hub(preset, model_dir):
 def test_import_preset(preset, tmp_path, model_dir):
     import keras_hub
 
-    from electra_tf.convert.common import absent_parts
+    from electra_tf.models.saving import absent_parts
     from electra_tf.models.saving import load_config, load_discriminator
 
     out = str(tmp_path / "model")
