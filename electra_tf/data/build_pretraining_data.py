@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from electra_tf.cli import exit_with_error, report_interrupted, run_absl
+from electra_tf.config import ElectraConfig
 from electra_tf.data import fs
 from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
@@ -42,6 +43,11 @@ from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
 from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256, resolve_strip_accents
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
+
+
+# The longest example a model can embed: the position table of the default config,
+# the largest of every shipped one (finetune and export refuse longer sequences too).
+MAX_SEQ_LENGTH = ElectraConfig.max_position_embeddings
 
 
 def default_max_line_bytes(max_seq_length: int) -> int:
@@ -131,6 +137,9 @@ def build_pretraining_data(
         raise DataError(f"--num_processes={num_processes} must be >= 1")
     if max_seq_length < 5:
         raise DataError(f"--max_seq_length={max_seq_length} is too short; use at least 5")
+    if max_seq_length > MAX_SEQ_LENGTH:
+        raise DataError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {MAX_SEQ_LENGTH}, "
+                        f"the most positions of any shipped model config (configs/*.json); lower it")
     if (tfds_name is None) == (not corpus):
         raise DataError("pass exactly one source: --corpus files, or --tfds_name")
     max_line_bytes = max_line_bytes or default_max_line_bytes(max_seq_length)
@@ -145,12 +154,24 @@ def build_pretraining_data(
     if tfds_name is None:
         files, sizes = _corpus_files(corpus)
 
+    created = not fs.exists(output_dir)
     prepare_output_dir(output_dir)
+
+    def abandon(error: DataError) -> DataError:
+        # A source refused while planning (a damaged .gz file, a missing tfds split):
+        # a directory made by this run holds nothing yet and goes too.
+        if created:
+            fs.rmtree(output_dir)
+        return error
+
     vocab_sha = file_sha256(vocab_file)
     tfds_spec = None
     if tfds_name is not None:
-        tfds_splits, _, identity = plan_tfds(
-            tfds_name, tfds_split, tfds_text_key, tfds_data_dir, num_shards)
+        try:
+            tfds_splits, _, identity = plan_tfds(
+                tfds_name, tfds_split, tfds_text_key, tfds_data_dir, num_shards)
+        except DataError as e:
+            raise abandon(e) from None
         source = {"tfds": identity}
         tfds_spec = {"name": tfds_name, "text_key": tfds_text_key,
                      "data_dir": tfds_data_dir}
@@ -190,7 +211,10 @@ def build_pretraining_data(
             tasks.append(ShardTask(index=i, tfds=spec, **common))
     else:
         kwargs = {} if _doc_search_bytes is None else {"search_bytes": _doc_search_bytes}
-        plan = plan_files(files, sizes, num_shards, blanks_separate_docs, **kwargs)
+        try:
+            plan = plan_files(files, sizes, num_shards, blanks_separate_docs, **kwargs)
+        except DataError as e:
+            raise abandon(e) from None
         forced_splits = plan.forced_splits
         for i, segs in enumerate(plan.shards):
             tasks.append(ShardTask(index=i, segments=[(s.path, s.start, s.end) for s in segs],

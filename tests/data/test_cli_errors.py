@@ -66,6 +66,23 @@ def test_vocab_missing_a_special_token(inputs, tmp_path):
     assert_one_error(proc, f"'{bad}' lacks special token(s) [SEP]")
 
 
+def test_max_seq_length_beyond_any_model_positions(inputs, tmp_path, repo_root):
+    import json
+
+    _, brown, vocab = inputs
+    proc = build(brown, vocab, tmp_path / "out", "--max_seq_length=100000")
+    assert_one_error(proc, "error: --max_seq_length 100000 exceeds max_position_embeddings 512, the most "
+                           "positions of any shipped model config (configs/*.json); lower it")
+    assert not (tmp_path / "out").exists()
+    # The limit is the largest position table of the shipped configs, and it is allowed.
+    from electra_tf.data.build_pretraining_data import MAX_SEQ_LENGTH
+
+    shipped = [json.loads(p.read_text())["max_position_embeddings"] for p in (repo_root / "configs").glob("*.json")]
+    assert MAX_SEQ_LENGTH == max(shipped) == 512
+    ok = build(brown, vocab, tmp_path / "ok", "--max_seq_length=512", "--num_shards=1")
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_unwritable_output_dir(inputs, tmp_path):
     _, brown, vocab = inputs
     blocker = tmp_path / "a_file"
