@@ -46,13 +46,15 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     if not os.path.isfile(vocab_file):
         log(f"embedded default: learning a WordPiece vocab from {SAMPLE_CORPUS} "
             f"({num_docs - DEMO_EVAL_DOCS} of {num_docs} documents; the last {DEMO_EVAL_DOCS} are held out)")
-        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, sample_lines=0,
+        # The config's casing (--override do_lower_case=false acts): vocabulary and shards follow it.
+        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, lower_case=config.do_lower_case, sample_lines=0,
                     min_count=DEMO_VOCAB_MIN_COUNT, learner="bert_vocab", log=log)
     data_dir = os.path.join(model_dir, "data", "train")
     eval_dir = os.path.join(model_dir, "data", "eval")
     for directory, text, shards in ((data_dir, train_txt, 2), (eval_dir, eval_txt, 1)):
         if not os.path.isfile(os.path.join(directory, "manifest.json")):
             build_pretraining_data(directory, vocab_file, [text], max_seq_length=config.max_seq_length,
+                                   lower_case=config.do_lower_case,
                                    num_shards=shards, num_processes=1, seed=config.seed,
                                    progress=False, log=log)
     return data_dir, eval_dir, vocab_file

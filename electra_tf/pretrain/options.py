@@ -29,9 +29,8 @@ SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
 DEFAULT_CONFIG = os.path.join(REPO_ROOT, "configs", "tiny.json")
 DEFAULT_MODEL_DIR = os.path.join("runs", "default")
 
-# The embedded default: tiny config, a few hundred CPU steps (~2 min on 2 cores).
-DEMO_TRAIN_STEPS = 300
-DEMO_BATCH_SIZE = 32
+# The embedded default: configs/tiny.json (its 300 steps at batch 32: ~2 min on 2 CPU cores) on data
+# built from the sample corpus with this vocabulary.
 DEMO_VOCAB_SIZE = 2000
 DEMO_VOCAB_MIN_COUNT = 2  # a 13k-word corpus: words seen twice become whole pieces
 DEMO_EVAL_DOCS = 4  # the last documents of the sample corpus are held out
@@ -213,6 +212,18 @@ def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> s
     return latest[1]
 
 
+def _check_overrides(opts: PretrainOptions, config: ElectraConfig, embedded: bool) -> None:
+    """An --override acts or is refused: never recorded in run.json and then overruled by a flag."""
+    named = {item.split("=", 1)[0].strip() for item in opts.overrides}
+    for flag, field in (("train_steps", "num_train_steps"), ("batch_size", "train_batch_size"), ("seed", "seed")):
+        value = getattr(opts, flag)
+        if field in named and value is not None and value != getattr(config, field):
+            fail(f"--{flag}={value} and --override {field}={getattr(config, field)} disagree; pass one of them")
+    if embedded and "vocab_size" in named:
+        fail("--override vocab_size cannot act on the embedded default: its model takes the size of the "
+             "vocabulary it learns from data/sample_corpus.txt; drop it, or pass --data_dir and --vocab_file")
+
+
 def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
     """Step 1 of a job: cheap checks, nothing written yet and no TensorFlow op run
     (except the GPU query that --jit_compile with --strategy=mirrored needs)."""
@@ -224,6 +235,7 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     if opts.seed is not None:
         config = config.replace(seed=opts.seed)
     config = config.with_overrides(opts.overrides)
+    _check_overrides(opts, config, embedded)
     for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "save_every", "log_every"):
         _positive(name, getattr(opts, name))
     _positive("grad_accum_steps", opts.grad_accum_steps, allow_none=False)
@@ -243,8 +255,10 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         fail("--jit_compile with --strategy=mirrored over CPU devices fails in XLA (variables on another "
              "device); drop --jit_compile, or use --strategy=cpu to test XLA on CPU")
 
-    train_steps = opts.train_steps or (DEMO_TRAIN_STEPS if embedded else config.num_train_steps)
-    batch_size = opts.batch_size or (DEMO_BATCH_SIZE if embedded else config.train_batch_size)
+    # The config's own values, the embedded default's included, so --override num_train_steps= and
+    # train_batch_size= act; the flags win over both (a flag that disagrees with an override is refused).
+    train_steps = opts.train_steps or config.num_train_steps
+    batch_size = opts.batch_size or config.train_batch_size
     save_every = opts.save_every or min(train_steps, 100 if embedded else 1000)
     log_every = opts.log_every or min(save_every, 50 if embedded else 100)
     spe = opts.steps_per_execution

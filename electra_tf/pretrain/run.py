@@ -33,8 +33,7 @@ from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbo
 from electra_tf.pretrain.optimization import create_optimizer
 # Re-exported: `electra_tf.pretrain.run` is where callers import the job's names from.
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFAULT_MODEL_DIR,  # noqa: F401
-                                            DEMO_BATCH_SIZE, DEMO_EVAL_DOCS, DEMO_TRAIN_STEPS,
-                                            DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, FINAL_DIR, REPO_ROOT,
+                                            DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, FINAL_DIR, REPO_ROOT,
                                             RESUME_KEYS, RUN_FILE, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR,
                                             PretrainError, PretrainOptions, RunPlan, fail, read_json,
                                             validate_options)
