@@ -15,6 +15,7 @@ import sys
 from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.errors import ElectraError
+from electra_tf.finetune.text_files import utf8_lines
 
 # GLUE's sentences can be long (MNLI parses); lift csv's 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -163,11 +164,42 @@ def read_tsv_rows(path: str) -> List[Tuple[int, List[str]]]:
     if not os.path.isfile(path):
         raise GlueDataError(f"{path}: file does not exist; check --data_dir")
     rows = []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for fields in reader:
-            rows.append((reader.line_num, fields))
+    # Decoded line by line: a byte that is not UTF-8 is one line naming it, with an iconv hint.
+    reader = csv.reader((text for _, text in utf8_lines(path, "")), delimiter="\t", quoting=csv.QUOTE_NONE)
+    for fields in reader:
+        rows.append((reader.line_num, fields))
     return rows
+
+
+# The header names of the columns each task reads (text_a, text_b, label), as GLUE writes them.
+HEADER_NAMES = {"sst2": ("sentence", None, "label"), "mrpc": ("#1 String", "#2 String", "Quality"),
+                "stsb": ("sentence1", "sentence2", "score"), "qqp": ("question1", "question2", "is_duplicate"),
+                "mnli": ("sentence1", "sentence2", "gold_label"), "qnli": ("question", "sentence", "label"),
+                "rte": ("sentence1", "sentence2", "label"), "wnli": ("sentence1", "sentence2", "label")}
+
+
+def check_header(spec: GlueSpec, path: str, header: List[str]) -> None:
+    """Refuses a header that names other columns than the task reads (they are read by position).
+
+    Args:
+      spec: the task.
+      path: the file (for the message).
+      header: the fields of its first line.
+    """
+    names = HEADER_NAMES.get(spec.name)
+    if names is None:
+        return
+    for col, expected in zip((spec.text_a, spec.text_b, spec.label_col), names):
+        if expected is None:
+            continue
+        found = header[col].strip() if -len(header) <= col < len(header) else None
+        if found is None or found.lower() != expected.lower():
+            position = col + 1 if col >= 0 else len(header) + col + 1
+            shown = "nothing" if found is None else repr(found)
+            raise GlueDataError(
+                f"{path}: the header has {shown} as column {position} where {spec.name} expects {expected!r} "
+                f"(header: {', '.join(h.strip() for h in header)}); rename the column, or fine-tune on your own "
+                f"file with --train_file (--text_column, --label_column)")
 
 
 def read_glue_split(spec: GlueSpec, path: str, split: str,
@@ -189,6 +221,7 @@ def read_glue_split(spec: GlueSpec, path: str, split: str,
     """
     rows = read_tsv_rows(path)
     if spec.header and rows:
+        check_header(spec, path, rows[0][1])
         rows = rows[1:]
     needed = max(_need(spec.text_a), _need(spec.text_b), _need(spec.label_col))
     examples = []

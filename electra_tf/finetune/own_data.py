@@ -242,7 +242,7 @@ class LabelSet:
 def _class_name(label) -> str:
     """A label as its class name: integers written as 1, 1.0 or "1" are the class "1"."""
     number = _as_number(label)
-    if number is not None and number[1]:
+    if number is not None and float(number[0]).is_integer():
         return str(int(number[0]))
     return str(label)
 

@@ -55,8 +55,12 @@ def file_format(path: str, flag: str) -> str:
 def not_utf8_message(path: str, line: int, error: UnicodeDecodeError) -> str:
     """The one line for a line that is not UTF-8 (shared by every fine-tuning reader)."""
     byte = error.object[error.start:error.start + 1].hex()
+    name = os.path.basename(path)
+    plain = name[:-3] if name.endswith(".gz") else name
+    stem, ext = os.path.splitext(plain)
+    source = f"zcat {name} | iconv -f latin1 -t utf-8" if name.endswith(".gz") else f"iconv -f latin1 -t utf-8 {name}"
     return (f"{path}:{line} is not UTF-8 (byte 0x{byte} at column {error.start + 1}; Latin-1 or cp1252?); "
-            f"convert the file, e.g. iconv -f latin1 -t utf-8 {os.path.basename(path)} > converted file")
+            f"convert the file, e.g. {source} > {stem}.utf8{ext}")
 
 
 def utf8_lines(path: str, flag: str, raw: Optional[list] = None) -> Iterator[Tuple[int, str]]:
@@ -64,7 +68,7 @@ def utf8_lines(path: str, flag: str, raw: Optional[list] = None) -> Iterator[Tup
 
     Args:
       path: the file.
-      flag: the flag that named it (for the messages).
+      flag: the flag that named it (for the messages; "" for none).
       raw: if given, the underlying (compressed) binary file is appended to it,
         so a caller can show progress as its `tell()` over the file size.
 
@@ -73,7 +77,7 @@ def utf8_lines(path: str, flag: str, raw: Optional[list] = None) -> Iterator[Tup
         or holds a line that is not UTF-8.
     """
     if not os.path.isfile(path):
-        raise TextFileError(f"{flag} {path} does not exist; check the path")
+        raise TextFileError(f"{flag} {path} does not exist; check the path".lstrip())
     with open(path, "rb") as binary:
         if raw is not None:
             raw.append(binary)
@@ -84,13 +88,13 @@ def utf8_lines(path: str, flag: str, raw: Optional[list] = None) -> Iterator[Tup
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise TextFileError(f"{flag} {not_utf8_message(path, number, e)}") from None
+                    raise TextFileError(f"{flag} {not_utf8_message(path, number, e)}".lstrip()) from None
                 if number == 1 and text.startswith("\ufeff"):
                     text = text[1:]  # the byte-order mark spreadsheets write
                 yield number, text
         except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
             raise TextFileError(f"{flag} {path}:{number + 1}: cannot be read as "
-                                f"{'gzip' if path.endswith('.gz') else 'text'} ({e}); check the file") from None
+                                f"{'gzip' if path.endswith('.gz') else 'text'} ({e}); check the file".lstrip()) from None
 
 
 class TableReader:
@@ -161,16 +165,19 @@ class TableReader:
             yield from self._json_rows()
             return
         width = len(self.columns)
+        start = self._csv.line_num + 1
         for fields in self._csv:
+            # A quoted field may span lines: a row is named by the line it starts on.
+            line, start = start, self._csv.line_num + 1
             if not fields or (len(fields) == 1 and not fields[0].strip()):
                 continue
             if len(fields) != width:
                 sep = "tab-separated" if self.format == "tsv" else "comma-separated"
                 hint = ("a tab inside a text?" if self.format == "tsv"
                         else "a comma inside an unquoted text? quote it")
-                raise TextFileError(f"{self.flag} {self.path}:{self._csv.line_num}: {len(fields)} {sep} fields "
+                raise TextFileError(f"{self.flag} {self.path}:{line}: {len(fields)} {sep} fields "
                                     f"where the header has {width} ({hint}); fix or delete the line")
-            yield self._csv.line_num, dict(zip(self.columns, fields))
+            yield line, dict(zip(self.columns, fields))
 
     def progress(self) -> Tuple[int, int]:
         """(bytes of the file read so far, file size): for a progress bar."""
