@@ -192,9 +192,11 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
         "num_examples": num_examples,
         "num_tokens": sum(s["tokens"] for s in shards),
         "num_corpus_tokens": sum(s["corpus_tokens"] for s in shards),
-        # Fraction of the corpus's WordPiece tokens that made it into an example.
-        "fraction_written": round(sum(s.get("written_corpus_tokens", 0) for s in shards)
-                                  / max(1, sum(s["corpus_tokens"] for s in shards)), 4),
+        # Share of the corpus's WordPiece tokens that made it into an example (None when a
+        # resumed build has shards from a version that did not count them).
+        "fraction_written": (round(sum(s["written_corpus_tokens"] for s in shards)
+                                   / max(1, sum(s["corpus_tokens"] for s in shards)), 4)
+                             if all("written_corpus_tokens" in s for s in shards) else None),
         "num_lines": sum(s["lines"] for s in shards),
         "max_seq_length": max_seq_length,
         "vocab_size": settings["vocab_size"],
@@ -218,8 +220,10 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
     mf.write_json_atomic(mf.join(output_dir, mf.MANIFEST_NAME), manifest)
     fs.rmtree(work_dir)
 
-    log(f"wrote {num_examples:,} examples ({manifest['num_tokens']:,} tokens, "
-        f"{manifest['fraction_written']:.1%} of the corpus's tokens) in {num_shards} shard(s) "
+    written = manifest["fraction_written"]
+    log(f"wrote {num_examples:,} examples ({manifest['num_tokens']:,} tokens"
+        + ("" if written is None else f", {written:.1%} of the corpus's tokens")
+        + f") in {num_shards} shard(s) "
         f"to {output_dir} in {elapsed:.1f}s ({built_tokens / max(elapsed, 1e-6) / 1000:.1f}k corpus tokens/s)")
     for source_name, n in sorted(invalid.items()):
         log(f"warning: {source_name}: {n} invalid UTF-8 byte(s) replaced with U+FFFD "

@@ -225,8 +225,9 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
       task: the shard's corpus range and settings.
 
     Returns:
-      dict with file, examples, tokens, corpus_tokens, lines, bytes, sha256,
-      size, invalid_bytes, long_lines_cut, seconds.
+      dict with file, examples, tokens, corpus_tokens, written_corpus_tokens
+      (those in an example), lines, bytes (uncompressed), sha256, size,
+      invalid_bytes, long_lines_cut, seconds.
     """
     # Lazy: build_pretraining_data imports this module before its cheap checks (TF: seconds).
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -138,3 +138,33 @@ def test_truncating_mode_loses_the_tails_and_says_so(long_lines, tmp_path):
         bpd.build_pretraining_data(
             str(tmp_path / "ref"), str(long_lines["vocab"]), [str(long_lines["corpus"])],
             max_seq_length=16, num_shards=1, seed=1, progress=False, log=lambda _: None)
+
+
+def test_resumed_build_with_shards_that_were_not_counted_gives_no_fraction(long_lines, tmp_path, monkeypatch):
+    """Shards finished by a version that did not count written tokens: no made-up fraction."""
+    import json
+
+    from electra_tf.data.manifest import WORK_DIR
+
+    out = tmp_path / "resume"
+    args = (str(out), str(long_lines["vocab"]), [str(long_lines["corpus"])])
+    kw = dict(max_seq_length=16, num_shards=2, seed=1, truncate_long_lines=True, progress=False)
+    real = bpd.build_shard
+
+    def killed_at_shard_1(task):
+        if task.index == 1:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(bpd, "build_shard", killed_at_shard_1)
+    with pytest.raises(KeyboardInterrupt):
+        bpd.build_pretraining_data(*args, log=lambda _: None, **kw)
+    stats_file = out / WORK_DIR / "shard-00000.json"
+    stats = json.loads(stats_file.read_text())
+    del stats["written_corpus_tokens"]
+    stats_file.write_text(json.dumps(stats))
+    monkeypatch.setattr(bpd, "build_shard", real)
+    logs = []
+    manifest = bpd.build_pretraining_data(*args, log=logs.append, **kw)
+    assert manifest["fraction_written"] is None
+    assert "of the corpus's tokens" not in logs[-1] and logs[-1].startswith("wrote ")
