@@ -56,7 +56,7 @@ def shared_data():
 def mirrored_strategy():
     """One MirroredStrategy over the two logical CPUs, shared by the whole process
     (a second one aborts collectives: see `distribution.mirrored_strategy`)."""
-    from electra_tf.pretrain.distribution import mirrored_devices, mirrored_strategy
+    from electra_tf.training.distribution import mirrored_devices, mirrored_strategy
 
     devices = mirrored_devices()
     assert len(devices) == 2, "tests/conftest.py should have made two logical CPUs"

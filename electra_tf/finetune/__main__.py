@@ -25,8 +25,13 @@ from electra_tf.finetune.layerwise_lr import LayerwiseLRError
 from electra_tf.finetune.own_data_flags import own_data_settings, resolve_task
 from electra_tf.finetune.run import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.training.distribution import StrategyError
+from electra_tf.training import shared_flags
+from electra_tf.training.shared_flags import define_shared_flags
 
 FLAGS = flags.FLAGS
+define_shared_flags(FLAGS)  # --strategy, --mixed_precision, --jit_compile, --save_every, ...
+flags.adopt_module_key_flags(shared_flags, flag_values=FLAGS)
 
 flags.DEFINE_string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
                     "squad (1.1), squad2, or a tagging task (tagging, ner, chunk, pos).")
@@ -64,15 +69,9 @@ flags.DEFINE_integer("doc_stride", 128, "SQuAD: distance between document window
 flags.DEFINE_integer("max_query_length", 64, "SQuAD: question pieces kept.")
 flags.DEFINE_integer("n_best_size", 20, "SQuAD: beam width and n-best answers kept.")
 flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in word pieces.")
-flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "one_device"], "tf.distribute strategy.")
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
-                  "Keras dtype policy.")
 flags.DEFINE_string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).")
 flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); "
                   "default: the model's config.json (as pre-trained), --[no]do_lower_case overrides it.")
-flags.DEFINE_integer("save_every", 1000, "Checkpoint every N steps (0: only at the end of each seed); "
-                     "re-running the same command resumes from the last one.")
-flags.DEFINE_integer("log_every", 100, "Print a progress line (step, loss, learning rate) every N steps.")
 
 
 def main(argv):
@@ -103,8 +102,10 @@ def main(argv):
         tagging_scheme=FLAGS.tagging_scheme, doc_stride=FLAGS.doc_stride,
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, strategy=FLAGS.strategy,
-        mixed_precision=FLAGS.mixed_precision, tfds_data_dir=FLAGS.tfds_data_dir,
-        do_lower_case=FLAGS.do_lower_case, save_every=FLAGS.save_every, log_every=FLAGS.log_every,
+        num_cpu_devices=FLAGS.num_cpu_devices, mixed_precision=FLAGS.mixed_precision,
+        jit_compile=FLAGS.jit_compile, tfds_data_dir=FLAGS.tfds_data_dir, do_lower_case=FLAGS.do_lower_case,
+        # Unset: Settings' defaults (named in the shared flags' help).
+        **{n: getattr(FLAGS, n) for n in ("save_every", "log_every") if getattr(FLAGS, n) is not None},
         **own_data_settings(FLAGS))
     # Task name aliases (sst-2, sts-b) are accepted for GLUE.
     try:
@@ -112,7 +113,7 @@ def main(argv):
     except glue_data.GlueDataError:
         pass
     expected = (FinetuneError, glue_data.GlueDataError, squad_data.SquadDataError, tagging_data.TaggingDataError,
-                LayerwiseLRError, ConfigError, VocabError)
+                LayerwiseLRError, ConfigError, VocabError, StrategyError)
     try:
         run_task(settings)
     except expected as e:

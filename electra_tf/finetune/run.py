@@ -45,12 +45,13 @@ from electra_tf.finetune.settings import (FinetuneError, Settings, check_interva
                                           check_mixed_precision, check_numbers, check_reinit)
 from electra_tf.finetune.models import build_and_call
 from electra_tf.finetune.tokenization import FinetuneTokenizer
-from electra_tf.finetune.training_loop import (distribution_strategy, fit, make_dataset,
+from electra_tf.finetune.training_loop import (check_strategy, distribution_strategy, fit, make_dataset,
                                                make_optimizer, train_steps)
 from electra_tf.models import build_encoder
 from electra_tf.paths import output_dir_problem
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
+from electra_tf.training.shared_flags import PRECISION_POLICIES
 
 log = logging.getLogger("electra_tf.finetune")
 
@@ -88,7 +89,7 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
         reinit_top_layers(encoder, cfg, s.reinit_top_layers)  # after loading, for both inits alike
         total, _ = train_steps(data.num_train, s, s.epochs)
         opt, mult = make_optimizer(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
-        model.compile(optimizer=opt, loss=task.loss(), jit_compile=False)
+        model.compile(optimizer=opt, loss=task.loss(), jit_compile=s.jit_compile)
         # Written only now: a bad --init fails above and leaves no directory behind.
         if on_ready is not None:
             on_ready()
@@ -212,6 +213,7 @@ def run_task(s: Settings) -> Dict:
       the results dictionary written to `<output_dir>/results.json`.
     """
     task = get_task(s.task)
+    check_strategy(s)  # first: --num_cpu_devices must split the CPU before TensorFlow starts
     check_mixed_precision(s)
     check_numbers(s)
     problem = output_dir_problem(s.output_dir)
@@ -221,7 +223,7 @@ def run_task(s: Settings) -> Dict:
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
     fixed, settings_path = _resumable_settings(s)
-    keras.mixed_precision.set_global_policy(s.mixed_precision)
+    keras.mixed_precision.set_global_policy(PRECISION_POLICIES[s.mixed_precision])
     data = task.prepare_data(s, tokenizer)
     results = []
     for seed in s.seeds:

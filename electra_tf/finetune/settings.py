@@ -12,8 +12,7 @@ import math
 from typing import Optional, Sequence
 
 from electra_tf.errors import ElectraError
-
-MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+from electra_tf.training.shared_flags import PRECISION_POLICIES
 
 
 class FinetuneError(ElectraError, ValueError):
@@ -57,8 +56,10 @@ class Settings:
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
-    strategy: str = "default"
-    mixed_precision: str = "float32"
+    strategy: str = "auto"  # the shared flags (electra_tf/training/shared_flags.py)
+    num_cpu_devices: int = 0
+    mixed_precision: str = "none"
+    jit_compile: bool = False
     tfds_data_dir: Optional[str] = None
     do_lower_case: Optional[bool] = None  # None: config.json's do_lower_case (see run.py's docstring)
     save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
@@ -74,10 +75,9 @@ class Settings:
 
 
 def check_mixed_precision(s: Settings) -> None:
-    """Refuses an unknown Keras dtype policy (one line)."""
-    if s.mixed_precision not in MIXED_PRECISION_POLICIES:
-        raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; "
-                            f"use float32, mixed_float16 or mixed_bfloat16")
+    """Refuses an unknown --mixed_precision (one line)."""
+    if s.mixed_precision not in PRECISION_POLICIES:
+        raise FinetuneError(f"unknown --mixed_precision {s.mixed_precision!r}; use none, bf16 or fp16")
 
 
 def check_numbers(s: Settings) -> None:

@@ -14,27 +14,35 @@ import keras
 import tensorflow as tf
 
 from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
-from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.finetune.settings import Settings
 from electra_tf.training.callbacks import current_learning_rate
-from electra_tf.training.distribution import mirrored_strategy
-from electra_tf.training.optimization import WarmupLinearDecay, adamw
+from electra_tf.training.distribution import check_jit_compile, create_strategy, resolve_name, split_cpu
+from electra_tf.training.optimization import WarmupPolynomialDecay, adamw
+from electra_tf.training.shared_flags import check_one_machine
 
 
 def distribution_strategy(name: str) -> tf.distribute.Strategy:
-    """The tf.distribute strategy named by --strategy.
+    """The tf.distribute strategy named by --strategy (shared with pre-training).
 
     Args:
-      name: "default", "mirrored" or "one_device".
+      name: auto, cpu, gpu or mirrored (`check_strategy` refused the others).
     """
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        # One per process, shared with pre-training and every seed (see there).
-        return mirrored_strategy()
-    if name == "one_device":
-        gpus = tf.config.list_logical_devices("GPU")
-        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-    raise FinetuneError(f"unknown --strategy {name!r}; use default, mirrored or one_device")
+    return create_strategy(name)[0]
+
+
+def check_strategy(s: Settings) -> None:
+    """Refuses, before any file is read or written, a --strategy fine-tuning cannot run
+    (multi_worker, tpu; --jit_compile with mirrored CPU devices); splits the CPU for
+    --num_cpu_devices while TensorFlow has not started yet.
+
+    Raises:
+      StrategyError: naming the flag and the fix.
+    """
+    if s.num_cpu_devices:
+        split_cpu(s.num_cpu_devices)
+    name = resolve_name(s.strategy, None)
+    check_one_machine(name, "fine-tuning")
+    check_jit_compile(name, s.jit_compile)
 
 
 def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[int] = None) -> tf.data.Dataset:
@@ -55,7 +63,8 @@ def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[i
 def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
     """Fine-tuning's optimizer: the shared `ElectraAdamW` (training/optimization.py).
 
-    Layer-wise learning rates, the reference's warmup + linear decay, and
+    Layer-wise learning rates, the reference's warmup + linear decay (pre-training's
+    schedule with power 1), and
     --clip_norm applied to the replica-summed gradient, as in pre-training (so
     --strategy mirrored takes the same step as one device).
 
@@ -71,7 +80,7 @@ def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
       (optimizer, {variable path: lr multiplier}).
     """
     mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
-    schedule = WarmupLinearDecay(lr, int(round(s.warmup_proportion * steps)), steps)
+    schedule = WarmupPolynomialDecay(lr, steps, int(round(s.warmup_proportion * steps)), power=1.0)
     opt = adamw(schedule, weight_decay=s.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                 clip_norm=s.clip_norm or None, lr_multipliers=mult)
     return opt, mult

@@ -25,35 +25,31 @@ from electra_tf.data.vocab import VocabError
 from electra_tf.models.saving import ModelDirError
 # The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
 from electra_tf.pretrain import run
-from electra_tf.pretrain.distribution import StrategyError
+from electra_tf.training.distribution import StrategyError
+from electra_tf.training import shared_flags
+from electra_tf.training.shared_flags import define_shared_flags
 from electra_tf.pretrain.run import PretrainError, PretrainOptions
 
 
 def define_flags(fv=None):
     fv = flags.FLAGS if fv is None else fv
     d = PretrainOptions()
+    define_shared_flags(fv)
+    flags.adopt_module_key_flags(shared_flags, flag_values=fv)
     flags.DEFINE_string("config", None, "Model config JSON (default with no --data_dir: configs/tiny.json).", flag_values=fv)
     flags.DEFINE_string("data_dir", None, "Shard directory (manifest.json inside); none: the embedded default.", flag_values=fv)
     flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, TensorBoard, the final model "
                         "(default runs/default for the embedded default).", flag_values=fv)
     flags.DEFINE_string("vocab_file", None, "vocab.txt the shards were built with (needed with --data_dir).", flag_values=fv)
     flags.DEFINE_string("eval_data_dir", None, "Held-out shard directory for periodic evaluation.", flag_values=fv)
-    flags.DEFINE_enum("strategy", d.strategy, ["auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu"],
-                      "tf.distribute strategy.", flag_values=fv)
     flags.DEFINE_string("tpu", None, "TPU for --strategy tpu: 'local' (Colab TPU runtime, TPU VM) or a name/grpc address.", flag_values=fv)
-    flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into N logical devices (to try mirrored on a laptop).", flag_values=fv)
-    flags.DEFINE_enum("mixed_precision", d.mixed_precision, ["none", "bf16", "fp16"],
-                      "Compute dtype (variables, logits and losses stay float32; fp16 uses loss scaling).", flag_values=fv)
-    flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the train step.", flag_values=fv)
     flags.DEFINE_integer("steps_per_execution", d.steps_per_execution, "Train steps per host call (TPU loop overhead).", flag_values=fv)
     flags.DEFINE_integer("train_steps", None, "Optimizer steps (default: config num_train_steps, 300 in configs/tiny.json of the embedded default).", flag_values=fv)
     flags.DEFINE_integer("batch_size", None, "Global batch size (default: config train_batch_size, 32 in configs/tiny.json of the embedded default).", flag_values=fv)
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step (effective batch stays --batch_size).", flag_values=fv)
     flags.DEFINE_integer("eval_every", None, "Evaluate every N steps (default: --save_every).", flag_values=fv)
     flags.DEFINE_integer("eval_steps", None, "Eval batches per evaluation (default: the eval set, at most 100).", flag_values=fv)
-    flags.DEFINE_integer("save_every", None, "Checkpoint every N steps (default 1000; 100 for the embedded default).", flag_values=fv)
     flags.DEFINE_integer("keep_checkpoints", d.keep_checkpoints, "Checkpoints kept (the last K).", flag_values=fv)
-    flags.DEFINE_integer("log_every", None, "Log line and TensorBoard scalars every N steps.", flag_values=fv)
     flags.DEFINE_multi_string("override", [], "Config override key=value (repeatable).", flag_values=fv)
     flags.DEFINE_integer("seed", None, "Random seed (default: the config's).", flag_values=fv)
     flags.DEFINE_bool("deterministic_data", d.deterministic_data, "Read the shards in order, unshuffled (tests, reproducibility).", flag_values=fv)

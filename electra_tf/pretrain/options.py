@@ -21,8 +21,9 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.paths import is_remote, output_dir_problem
-from electra_tf.pretrain import distribution
+from electra_tf.training import distribution
 from electra_tf.training.checkpoints import CheckpointManager
+from electra_tf.training.shared_flags import DEFAULT_LOG_EVERY, DEFAULT_SAVE_EVERY, PRECISION_POLICIES
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
@@ -159,10 +160,6 @@ def _run_vocab_size(model_dir: str) -> Optional[int]:
         return None  # an unreadable run.json is reported where it is read
 
 
-def _has_gpu() -> bool:
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
 def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: str,
                       log: Callable[[str], None]) -> ElectraConfig:
     """--data_dir / --eval_data_dir / --vocab_file against their manifests; returns the config
@@ -236,12 +233,15 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         config = config.replace(seed=opts.seed)
     config = config.with_overrides(opts.overrides)
     _check_overrides(opts, config, embedded)
-    for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "save_every", "log_every"):
+    for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "log_every"):
         _positive(name, getattr(opts, name))
+    if opts.save_every is not None and (isinstance(opts.save_every, bool) or not isinstance(opts.save_every, int)
+                                        or opts.save_every < 0):
+        fail(f"--save_every={opts.save_every!r} must be a positive integer, or 0 (only at the end)")
     _positive("grad_accum_steps", opts.grad_accum_steps, allow_none=False)
     _positive("steps_per_execution", opts.steps_per_execution, allow_none=False)
     _positive("keep_checkpoints", opts.keep_checkpoints, allow_none=False)
-    if opts.mixed_precision not in ("none", "bf16", "fp16"):
+    if opts.mixed_precision not in PRECISION_POLICIES:
         fail(f"--mixed_precision={opts.mixed_precision!r} is unknown; choose none, bf16 or fp16")
     if embedded and (opts.eval_data_dir or opts.vocab_file):
         fail("--eval_data_dir/--vocab_file need --data_dir (without --data_dir the embedded default "
@@ -251,16 +251,17 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     if embedded and strategy_name in ("multi_worker", "tpu"):
         fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
              f"(shards on a path every worker can read, e.g. gs://)")
-    if opts.jit_compile and strategy_name == "mirrored" and not _has_gpu():
-        fail("--jit_compile with --strategy=mirrored over CPU devices fails in XLA (variables on another "
-             "device); drop --jit_compile, or use --strategy=cpu to test XLA on CPU")
+    distribution.check_jit_compile(strategy_name, opts.jit_compile)
 
     # The config's own values, the embedded default's included, so --override num_train_steps= and
     # train_batch_size= act; the flags win over both (a flag that disagrees with an override is refused).
     train_steps = opts.train_steps or config.num_train_steps
     batch_size = opts.batch_size or config.train_batch_size
-    save_every = opts.save_every or min(train_steps, 100 if embedded else 1000)
-    log_every = opts.log_every or min(save_every, 50 if embedded else 100)
+    if opts.save_every == 0:  # only at the end
+        save_every = train_steps
+    else:
+        save_every = opts.save_every or min(train_steps, 100 if embedded else DEFAULT_SAVE_EVERY)
+    log_every = opts.log_every or min(save_every, 50 if embedded else DEFAULT_LOG_EVERY)
     spe = opts.steps_per_execution
     for name, value in (("train_steps", train_steps), ("save_every", save_every)):
         if value % spe:

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.pretrain import distribution
+from electra_tf.training import distribution
 from electra_tf.pretrain.callbacks import (CheckpointError, CheckpointManager, PretrainingCallback,
                                               current_learning_rate)
 from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
@@ -38,10 +38,9 @@ from electra_tf.pretrain.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFAULT
                                             PretrainError, PretrainOptions, RunPlan, fail, read_json,
                                             validate_options)
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
+from electra_tf.training.shared_flags import PRECISION_POLICIES
 from electra_tf.pretrain.run_summary import (build_summary, save_pretrained_remote,  # noqa: F401
                                                 write_final_model)
-
-PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 __all__ = ["PretrainError", "PretrainOptions", "RunPlan", "run_pretraining", "prepare_embedded_default",
            "save_pretrained_remote"]

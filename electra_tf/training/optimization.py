@@ -1,4 +1,4 @@
-"""The one optimizer of pre-training and fine-tuning, and their learning-rate schedules.
+"""The one optimizer of pre-training and fine-tuning, and their one learning-rate schedule.
 
 `ElectraAdamW` is Keras' AdamW with three changes, used by both jobs:
 
@@ -37,9 +37,12 @@ class LayerwiseLRError(ElectraError, ValueError):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
+@keras.saving.register_keras_serializable(package="electra_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """lr(step) = peak * (1 - step/train_steps)^power * min(1, step/warmup_steps).
 
+    The one learning-rate schedule of pre-training and fine-tuning (power 1:
+    linear decay), as the reference's `optimization.create_optimizer` for both.
     The reference multiplies the decay by the warmup factor (it does not switch
     from one to the other), so the peak actually reached is slightly below
     `peak`; we keep that.
@@ -72,33 +75,6 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             warmup_steps=self.warmup_steps,
             power=self.power,
         )
-
-
-@keras.saving.register_keras_serializable(package="electra_tf")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `peak`, then linear decay to 0 (reference schedule).
-
-    Args:
-      peak: peak learning rate.
-      warmup_steps: steps of warmup (reference: 10% of training).
-      total_steps: total training steps.
-    """
-
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
-        self.peak = float(peak)
-        self.warmup_steps = int(warmup_steps)
-        self.total_steps = max(int(total_steps), 1)
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        decayed = self.peak * keras.ops.maximum(0.0, 1.0 - step / self.total_steps)
-        if self.warmup_steps <= 0:
-            return decayed
-        warm = self.peak * step / self.warmup_steps
-        return keras.ops.where(step < self.warmup_steps, warm, decayed)
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

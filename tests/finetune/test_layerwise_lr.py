@@ -117,14 +117,24 @@ def test_optimizer_applies_multipliers_and_decay():
         np.testing.assert_allclose(v.numpy(), 1.0)
 
 
-def test_warmup_linear_decay():
-    from electra_tf.training.optimization import WarmupLinearDecay
+def test_finetune_schedule_is_the_pretraining_schedule_with_linear_decay(tiny_model):
+    # One schedule for both jobs, as the reference's create_optimizer: the linear
+    # decay is multiplied by the warmup factor over warmup_proportion of the steps.
+    from electra_tf.finetune.settings import Settings
+    from electra_tf.finetune.training_loop import make_optimizer
+    from electra_tf.training.optimization import WarmupPolynomialDecay
 
-    s = WarmupLinearDecay(1e-4, 10, 100)
-    assert float(s(0)) == 0.0
-    assert float(s(5)) == pytest.approx(5e-5)
-    assert float(s(10)) == pytest.approx(1e-4 * 0.9)
-    assert float(s(100)) == 0.0
+    _, encoder, model = tiny_model
+    s = Settings(task="sst2", init="random", data_dir=None, output_dir="unused", warmup_proportion=0.1)
+    opt, _ = make_optimizer(model, encoder, s, 1e-4, 0.8, 100)
+    schedule = opt.learning_rate if callable(opt.learning_rate) else opt._learning_rate
+    assert isinstance(schedule, WarmupPolynomialDecay)
+    assert (schedule.train_steps, schedule.warmup_steps, schedule.power) == (100, 10, 1.0)
+    assert float(schedule(0)) == 0.0
+    assert float(schedule(5)) == pytest.approx(1e-4 * 0.95 * 0.5)
+    assert float(schedule(10)) == pytest.approx(1e-4 * 0.9)
+    assert float(schedule(55)) == pytest.approx(1e-4 * 0.45)
+    assert float(schedule(100)) == 0.0
 
 
 def test_fit_under_mirrored_strategy():

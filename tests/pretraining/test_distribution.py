@@ -1,6 +1,6 @@
 """One MirroredStrategy per device set and process (a second one aborts collectives)."""
 
-from electra_tf.pretrain import distribution
+from electra_tf.training import distribution
 
 
 def test_default_and_explicit_devices_share_one_strategy(mirrored_strategy):

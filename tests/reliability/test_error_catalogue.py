@@ -597,6 +597,14 @@ def _(c):
     return c.finetune(c.finetune_base(out, **{"--learning_rate": "-1"}), absent=[out])
 
 
+@entry("finetune-multi-process-strategy", F, "--strategy multi_worker (or tpu)",
+       "error: --strategy=multi_worker is for pre-training; fine-tuning runs in one process: choose one of "
+       "auto, cpu, gpu, mirrored", 2)
+def _(c):
+    out = c.tmp / "ft"
+    return c.finetune(c.finetune_base(out, **{"--strategy": "multi_worker"}), absent=[out])
+
+
 # =========================================================================== export / convert
 E = "python -m electra_tf.export"
 C = "python -m electra_tf.convert"
