@@ -3,8 +3,7 @@
 Discriminator: our model directory (electra_tf/models/saving.py layout).
 
 Classifier: a directory written by fine-tuning, `save_classifier`
-(electra_tf/finetune/classifier_dir.py describes it); re-exported here so
-`electra_tf.export.save_classifier` keeps working. Its casing comes from
+(electra_tf/finetune/classifier_dir.py describes it). Its casing comes from
 classifier.json, i.e. from the tokenizer fine-tuning used.
 """
 
@@ -15,20 +14,16 @@ import os
 import sys
 from typing import Optional
 
-
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
-from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, save_classifier
+from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
 from electra_tf.finetune.models import ClassifierModel, build_and_call
-from electra_tf.models import build_encoder, legacy_weights
+from electra_tf.models import build_encoder
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir
 from electra_tf.keras_compat import load_weights_only
-
-__all__ = ["CLASSIFIER_FILE", "CLASSIFIER_WEIGHTS", "ExportError", "save_classifier", "load_classifier",
-           "discriminator_module", "classifier_module", "build_module"]
 
 
 class ExportError(ElectraError, ValueError):
@@ -64,8 +59,8 @@ def load_classifier(model_dir: str):
     for path in (meta_path, weights, os.path.join(model_dir, "config.json")):
         if not os.path.isfile(path):
             raise ExportError(f"{path} is missing; a classifier directory is written by "
-                              f"electra_tf.export.save_classifier (config.json, vocab.txt, {CLASSIFIER_WEIGHTS}, "
-                              f"{CLASSIFIER_FILE})")
+                              f"electra_tf.finetune.classifier_dir.save_classifier (config.json, vocab.txt, "
+                              f"{CLASSIFIER_WEIGHTS}, {CLASSIFIER_FILE})")
     with open(meta_path, encoding="utf-8") as f:
         meta = json.load(f)
     config = ElectraConfig.from_json(os.path.join(model_dir, "config.json"))
@@ -74,8 +69,7 @@ def load_classifier(model_dir: str):
                             pooling=meta.get("pooling", "cls"))
     build_and_call(model, meta["max_seq_length"])
     try:
-        with legacy_weights.readable(weights) as source:  # classifiers saved by electra_tf 0.1
-            load_weights_only(model, source)
+        load_weights_only(model, weights)
     except (ValueError, OSError) as e:
         raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({error_line(e)})") from None
     return model, config, meta

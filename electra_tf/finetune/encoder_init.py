@@ -20,7 +20,6 @@ from electra_tf.finetune.settings import FinetuneError
 from electra_tf.finetune.models import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
-from electra_tf.models.legacy_weights import readable
 from electra_tf.paths import hub_download_hint, resolve_model_dir
 
 INIT_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras")
@@ -125,8 +124,7 @@ def load_encoder_weights(encoder, path: str) -> None:
 
 def _load_weights_h5(encoder, path: str) -> None:
     try:
-        with readable(path) as source:  # a run saved by electra_tf 0.1 loads too
-            load_weights_only(encoder, source)  # strict: every variable of the built encoder
+        load_weights_only(encoder, path)  # strict: every variable of the built encoder
     except ValueError as e:
         raise FinetuneError(
             f"--init {path} does not fit the model config ({error_line(e)}); pass the config.json "

@@ -47,10 +47,10 @@ from typing import List, Optional, Tuple
 from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
-from electra_tf.models import legacy_weights
 from electra_tf.models.heads import DiscriminatorHead, build_generator_head
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.keras_compat import load_weights_only, save_weights_only
+from electra_tf.paths import resolve_model_dir
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -81,8 +81,7 @@ def load_layer(layer, path):
     if not os.path.isfile(path):
         raise ModelDirError(f"{path} is missing; pass a directory written by electra_tf (pretrain or convert)")
     try:
-        with legacy_weights.readable(path) as source:  # electra_tf 0.1 files: groups renamed
-            load_weights_only(layer, source)
+        load_weights_only(layer, path)
     except (ValueError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(
@@ -145,7 +144,11 @@ def _built(encoder, config):
 
 
 def load_encoder(model_dir: str):
-    """Returns (encoder, config): the full-size encoder to fine-tune, for every objective."""
+    """Returns (encoder, config): the full-size encoder to fine-tune, for every objective.
+
+    `model_dir` may also be a pre-training run directory (its model is in pretrained/).
+    """
+    model_dir = resolve_model_dir(model_dir, "load_encoder")
     config = load_config(model_dir)
     encoder = _built(build_encoder(config), config)
     load_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
@@ -153,7 +156,11 @@ def load_encoder(model_dir: str):
 
 
 def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, ElectraConfig]:
-    """Returns (encoder, head, config) of the discriminator, ready to fine-tune or serve."""
+    """Returns (encoder, head, config) of the discriminator, ready to fine-tune or serve.
+
+    `model_dir` may also be a pre-training run directory (its model is in pretrained/).
+    """
+    model_dir = resolve_model_dir(model_dir, "load_discriminator")
     config = load_config(model_dir)
     if config.objective in MLM_OBJECTIVES:
         raise ModelDirError(
@@ -168,7 +175,8 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
 
 
 def load_generator(model_dir: str):
-    """Returns (encoder, masked-LM head, config) of the generator."""
+    """Returns (encoder, masked-LM head, config) of the generator (`model_dir` may be a run directory)."""
+    model_dir = resolve_model_dir(model_dir, "load_generator")
     config = load_config(model_dir)
     if config.objective not in GENERATOR_OBJECTIVES:
         raise ModelDirError(f"{model_dir} was pre-trained with objective {config.objective!r}, "

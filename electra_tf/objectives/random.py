@@ -14,7 +14,7 @@ mixer, in plain uint32 TensorFlow ops that XLA compiles on CPU, GPU and TPU.
 import tensorflow as tf
 
 # The hash primitives live one layer down so that the models' dropout shares them.
-from electra_tf.numerics import GOLDEN as _GOLDEN, mix32, row_keys  # noqa: F401
+from electra_tf.numerics import GOLDEN as _GOLDEN, mix32, row_keys
 
 
 def _u32(x):

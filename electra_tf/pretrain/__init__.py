@@ -13,5 +13,6 @@ Layout:
                     GDES embedding sharing, rebuilding a saved pre-trainer
 """
 
-from electra_tf.pretrain.optimization import ElectraAdamW, WarmupPolynomialDecay, create_optimizer
-from electra_tf.pretrain.pretrainer import METRIC_NAMES, ElectraPretrainer, metric_names
+from electra_tf.pretrain.optimization import create_optimizer
+from electra_tf.pretrain.metrics import METRIC_NAMES, metric_names
+from electra_tf.pretrain.pretrainer import ElectraPretrainer

@@ -28,7 +28,7 @@ from electra_tf.pretrain import run
 from electra_tf.training.distribution import StrategyError
 from electra_tf.training import shared_flags
 from electra_tf.training.shared_flags import define_shared_flags
-from electra_tf.pretrain.run import PretrainError, PretrainOptions
+from electra_tf.pretrain.options import PretrainError, PretrainOptions
 
 
 def define_flags(fv=None):

@@ -1,8 +1,7 @@
 """Keras callbacks of the pre-training job: logging, TensorBoard, evaluation, checkpoints.
 
 The checkpoint files themselves (format, atomic writes, restore) are
-`electra_tf.training.checkpoints`, shared with fine-tuning; its names are
-importable from here as before.
+`electra_tf.training.checkpoints`, shared with fine-tuning.
 """
 
 from __future__ import annotations
@@ -16,13 +15,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.training.callbacks import current_learning_rate
-from electra_tf.training.checkpoints import (CHECKPOINT_RE, RNG_GROUP, CheckpointError, CheckpointManager,
-                                             checkpoint_bytes, checkpoint_name)
-
-__all__ = ["CHECKPOINT_RE", "RNG_GROUP", "CheckpointError", "CheckpointManager", "checkpoint_bytes",
-           "checkpoint_name", "current_learning_rate", "StopOnNonFiniteLoss", "DiscriminatorCollapseDetector",
-           "PretrainingCallback"]
-
+from electra_tf.training.checkpoints import CheckpointManager
 
 class StopOnNonFiniteLoss(keras.callbacks.Callback):
     """Stops training at the first step whose loss is NaN or Inf.

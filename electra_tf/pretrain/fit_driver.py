@@ -17,7 +17,8 @@ from typing import List
 
 import tensorflow as tf
 
-from electra_tf.pretrain.callbacks import CheckpointError, StopOnNonFiniteLoss
+from electra_tf.training.checkpoints import CheckpointError
+from electra_tf.pretrain.callbacks import StopOnNonFiniteLoss
 from electra_tf.pretrain.data_setup import data_loss_message
 from electra_tf.pretrain.options import fail
 

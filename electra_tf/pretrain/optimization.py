@@ -1,13 +1,8 @@
-"""The pre-training optimiser: the shared AdamW with the reference's warmup + polynomial decay.
-
-The optimizer itself (`ElectraAdamW`, its clipping rule and fused update) is
-`electra_tf.training.optimization`, shared with fine-tuning; its names are
-importable from here as before.
+"""The pre-training optimiser from an `ElectraConfig`: the shared AdamW
+(`electra_tf.training.optimization`) with the reference's warmup + polynomial decay.
 """
 
-from electra_tf.training.optimization import NO_DECAY_NAME_PATTERNS, ElectraAdamW, WarmupPolynomialDecay, adamw
-
-__all__ = ["NO_DECAY_NAME_PATTERNS", "ElectraAdamW", "WarmupPolynomialDecay", "create_optimizer"]
+from electra_tf.training.optimization import WarmupPolynomialDecay, adamw
 
 
 def create_optimizer(config, train_steps=None, learning_rate=None):

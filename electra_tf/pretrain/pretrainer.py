@@ -16,18 +16,12 @@ from electra_tf.models import (
     build_generator_encoder,
     build_generator_head,
 )
-from electra_tf.objectives.base import (  # noqa: F401  (seed offsets: part of the public layout)
-    SEED_MASKING as _SEED_MASKING,
-    SEED_SAMPLING as _SEED_SAMPLING,
-    sum_over_replicas,
-)
+from electra_tf.objectives.base import sum_over_replicas
 from electra_tf.objectives.registry import get_objective
 from electra_tf.pretrain import metrics as _metrics
 from electra_tf.pretrain.embedding_sharing import build_shared_embeddings, merged_discriminator
 from electra_tf.pretrain.execution import MultiReplicaExecution
 
-METRIC_NAMES = _metrics.METRIC_NAMES
-metric_names = _metrics.metric_names
 _EVAL_SEED_OFFSET = 1 << 20
 
 

@@ -25,25 +25,19 @@ import tensorflow as tf
 
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.training import distribution
-from electra_tf.pretrain.callbacks import (CheckpointError, CheckpointManager, PretrainingCallback,
-                                              current_learning_rate)
+from electra_tf.pretrain.callbacks import PretrainingCallback
 from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
 from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbose
 from electra_tf.pretrain.optimization import create_optimizer
-# Re-exported: `electra_tf.pretrain.run` is where callers import the job's names from.
-from electra_tf.pretrain.options import (CHECKPOINT_DIR, DEFAULT_CONFIG, DEFAULT_MODEL_DIR,  # noqa: F401
-                                            DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, FINAL_DIR, REPO_ROOT,
-                                            RESUME_KEYS, RUN_FILE, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR,
-                                            PretrainError, PretrainOptions, RunPlan, fail, read_json,
-                                            validate_options)
+from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
+                                         PretrainError, PretrainOptions, RunPlan, fail, read_json,
+                                         validate_options)
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.run_summary import build_summary, write_final_model
+from electra_tf.training import distribution
+from electra_tf.training.callbacks import current_learning_rate
+from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 from electra_tf.training.shared_flags import PRECISION_POLICIES
-from electra_tf.pretrain.run_summary import (build_summary, save_pretrained_remote,  # noqa: F401
-                                                write_final_model)
-
-__all__ = ["PretrainError", "PretrainOptions", "RunPlan", "run_pretraining", "prepare_embedded_default",
-           "save_pretrained_remote"]
 
 
 def _check_batch_split(batch_size: int, replicas: int, grad_accum_steps: int, strategy_text: str) -> int:

@@ -34,7 +34,6 @@ import tensorflow as tf
 
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.keras_compat import write_weights_in_memory
-from electra_tf.models import legacy_weights
 from electra_tf.paths import is_remote
 
 CHECKPOINT_RE = re.compile(r"^ckpt-(\d{8})\.weights\.h5$")
@@ -205,9 +204,8 @@ class CheckpointManager:
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         try:
-            with legacy_weights.readable(path) as source:  # runs saved by electra_tf 0.1 resume too
-                model.load_weights(source)
-                _read_seed_states(model, source)
+            model.load_weights(path)
+            _read_seed_states(model, path)
         except ValueError as e:  # shapes or layer structure differ: another model's file
             raise CheckpointError(
                 f"checkpoint {path} does not fit this model ({error_line(e)}); it was written for "

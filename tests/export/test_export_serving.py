@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as h
-from electra_tf.export import build_module, pair_lengths, save_classifier
+from electra_tf.export import build_module, pair_lengths
+from electra_tf.finetune.classifier_dir import save_classifier
 from electra_tf.export.__main__ import main as export_main
 
 

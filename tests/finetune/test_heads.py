@@ -69,7 +69,8 @@ def test_load_pretrained_encoder_weights(tmp_path):
     from keras.src.saving import saving_lib
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.run import FinetuneError, load_encoder_weights
+    from electra_tf.finetune.settings import FinetuneError
+    from electra_tf.finetune.encoder_init import load_encoder_weights
     from electra_tf.finetune.models import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 

@@ -8,7 +8,8 @@ from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.glue_task import GlueFinetuneTask
 from electra_tf.finetune.registry import ALL_TASKS, get_task
-from electra_tf.finetune.run import FinetuneError, Settings, run_task
+from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.finetune.run import run_task
 from electra_tf.finetune.squad_task import SquadFinetuneTask
 from electra_tf.finetune.tagging_task import TaggingFinetuneTask, conll_files
 

@@ -35,7 +35,7 @@ def test_continue_from_starts_at_the_other_runs_step_and_schedule(tmp_path, job_
                                                                      capsys, first_run):
     from electra_tf.config import ElectraConfig
     from electra_tf.models.saving import load_discriminator
-    from electra_tf.pretrain.optimization import WarmupPolynomialDecay
+    from electra_tf.training.optimization import WarmupPolynomialDecay
 
     first = _first(capsys, job_args, first_run)
     before = [w.numpy() for w in load_discriminator(str(first / "pretrained"))[0].weights]

@@ -70,7 +70,7 @@ def test_kill_9_then_rerun_resumes_at_last_checkpoint(tmp_path, job_args):
     assert resumed_steps == list(range(saved + 1, TRAIN_STEPS + 1))
     # The learning-rate schedule is keyed by the restored counter: lr(step) exact.
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretrain.optimization import WarmupPolynomialDecay
+    from electra_tf.training.optimization import WarmupPolynomialDecay
 
     cfg = ElectraConfig.from_json(args[args.index("--config") + 1])
     schedule = WarmupPolynomialDecay(cfg.learning_rate, TRAIN_STEPS, cfg.num_warmup_steps)

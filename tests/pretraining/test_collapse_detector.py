@@ -40,7 +40,8 @@ def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
     import numpy as np
     import tensorflow as tf
 
-    from electra_tf.pretrain.callbacks import CheckpointManager, PretrainingCallback
+    from electra_tf.training.checkpoints import CheckpointManager
+    from electra_tf.pretrain.callbacks import PretrainingCallback
 
     class Counting(keras.Model):
         # disc_auc is the mean of the optimizer step numbers 1, 2, 3, ... of the window.

@@ -279,7 +279,7 @@ def test_adversarial_generator_loss_is_reinforce_on_the_discriminator_loss():
 # ------------------------------------------------------ saving and training
 @pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
 def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
-    from electra_tf.finetune.run import find_init_files, load_encoder_weights
+    from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights
     from electra_tf.models import build_encoder
 
     model = _model(objective)

@@ -5,7 +5,8 @@ import pytest
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
-from electra_tf.pretrain import ElectraPretrainer, WarmupPolynomialDecay, create_optimizer
+from electra_tf.pretrain import ElectraPretrainer, create_optimizer
+from electra_tf.training.optimization import WarmupPolynomialDecay
 
 
 def test_schedule_is_linear_decay_times_linear_warmup():
@@ -47,7 +48,7 @@ def test_clipping_acts_on_the_aggregated_gradient():
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretrain import ElectraAdamW
+    from electra_tf.training.optimization import ElectraAdamW
 
     var = keras.Variable([1.0, 1.0])
     opt = ElectraAdamW(clip_norm=1.0, learning_rate=0.1, weight_decay=0.0)
@@ -62,7 +63,7 @@ def test_fused_update_matches_keras_adamw(weight_decay):
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretrain import ElectraAdamW
+    from electra_tf.training.optimization import ElectraAdamW
 
     rng = np.random.default_rng(0)
     init = {"dense/kernel": rng.normal(size=(5, 3)), "dense/bias": rng.normal(size=(3,)),
@@ -100,7 +101,7 @@ def test_fused_update_under_mirrored_strategy_matches_one_device(mirrored_strate
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretrain import ElectraAdamW
+    from electra_tf.training.optimization import ElectraAdamW
 
     grads = [np.full((4, 2), 0.5, np.float32), np.array([1.0, -2.0], np.float32)]
 

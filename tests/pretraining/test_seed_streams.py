@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import objectives
-from electra_tf.pretrain import pretrainer
+from electra_tf.objectives.base import SEED_MASKING, SEED_SAMPLING
 
 
 def test_sampling_noise_is_not_the_masking_scores():
@@ -19,10 +19,10 @@ def test_sampling_noise_is_not_the_masking_scores():
         masked = objectives.mask_tokens(
             ids, mask, max_predictions=slots, mask_prob=0.15, mask_token_id=4,
             never_masked_ids=[2, 3, 4],
-            seed=tf.stack([seed[0] * 8 + pretrainer._SEED_MASKING, seed[1]]))
+            seed=tf.stack([seed[0] * 8 + SEED_MASKING, seed[1]]))
         sampled = objectives.sample_from_logits(
             tf.zeros([batch, slots, length]),
-            seed=tf.stack([seed[0] * 8 + pretrainer._SEED_SAMPLING, seed[1]]))
+            seed=tf.stack([seed[0] * 8 + SEED_SAMPLING, seed[1]]))
         first = sampled.numpy()[:, 0]
         positions = masked.positions.numpy()
         hit = np.mean([first[b] in set(positions[b]) for b in range(batch)])

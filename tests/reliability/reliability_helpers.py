@@ -106,7 +106,7 @@ def error_lines(stderr: str) -> List[str]:
 
 def lr_schedule(config_path: str, train_steps: int, **overrides):
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretrain.optimization import WarmupPolynomialDecay
+    from electra_tf.training.optimization import WarmupPolynomialDecay
 
     cfg = ElectraConfig.from_json(config_path).replace(**overrides)
     return WarmupPolynomialDecay(cfg.learning_rate, train_steps, cfg.num_warmup_steps)

@@ -320,7 +320,7 @@ def _foreign_checkpoint(c, run, hidden):
     """A pre-training checkpoint of another model size, where `run` keeps its checkpoints."""
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import special_token_ids
-    from electra_tf.pretrain.callbacks import CheckpointManager
+    from electra_tf.training.checkpoints import CheckpointManager
     from electra_tf.pretrain.optimization import create_optimizer
     from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
@@ -555,7 +555,7 @@ def _(c):
        "error: --output_dir <dir> holds a fine-tuning run with other settings (learning_rate differ from "
        "<settings.json>); re-run with the same flags to resume it, or pass a new --output_dir", 2)
 def _(c):
-    from electra_tf.finetune.run import Settings
+    from electra_tf.finetune.settings import Settings
 
     out = c.tmp / "ft"
     out.mkdir()
@@ -647,7 +647,7 @@ def _(c):
 
 
 @entry("export-classifier-files-missing", E, "--kind classifier on a directory without classifier.json",
-       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.export.save_classifier "
+       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.finetune.classifier_dir.save_classifier "
        "(config.json, vocab.txt, classifier.weights.h5, classifier.json)", 2)
 def _(c):
     return c.export(["--model_dir", c.model_dir(), "--output", c.tmp / "sm", "--kind", "classifier"],

@@ -90,7 +90,7 @@ def test_sigkill_twice_at_random_steps_then_resume_exactly(tmp_path, job_args, j
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import special_token_ids
     from electra_tf.models.saving import load_discriminator
-    from electra_tf.pretrain.callbacks import CheckpointManager
+    from electra_tf.training.checkpoints import CheckpointManager
     from electra_tf.pretrain.optimization import create_optimizer
     from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
