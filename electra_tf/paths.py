@@ -76,7 +76,9 @@ def hub_download_hint(path: str) -> Optional[str]:
     returns the sentence saying how (None for an existing path or another name).
     """
     parts = path.split("/")
-    if os.path.exists(path) or len(parts) != 2 or path.startswith(".") or is_remote(path):
+    # A missing path inside an existing folder (runs/typo) is a local path, not a hub id.
+    if os.path.exists(path) or len(parts) != 2 or os.path.exists(parts[0]) or path.startswith(".") \
+            or is_remote(path):
         return None
     if not all(p and p[0].isalnum() and all(c.isalnum() or c in "-_." for c in p) for p in parts):
         return None

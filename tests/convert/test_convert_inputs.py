@@ -49,6 +49,12 @@ def test_convert_from_hf_given_a_hub_id_says_to_download_it_first(tmp_path, monk
     assert convert_main(["--from", "keras_hub", "--input", "presets/a/b", "--output", "models/electra"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: --input 'presets/a/b' does not exist; pass a keras-hub ElectraBackbone preset directory")
+    # Nor is a missing folder inside an existing one (a typo in a local path).
+    (tmp_path / "runs").mkdir()
+    assert convert_main(["--from", "hf", "--input", "runs/nope", "--output", "models/electra"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --input 'runs/nope' does not exist; pass a Hugging Face ELECTRA model directory "
+        "(config.json + model.safetensors)")
     assert not (tmp_path / "models").exists()
 
 
