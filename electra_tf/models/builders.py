@@ -19,8 +19,9 @@ def build_embeddings(config, name="embeddings"):
 
 
 def _encoder(config, embeddings, name, **sizes):
-    """An `ElectraEncoder` with the config's dropout, activation, norms, init and kernels."""
+    """An `ElectraEncoder` with the config's dropouts, activation, norms, init and kernels."""
     return ElectraEncoder(embeddings, activation=config.hidden_act, name=name,
+                          attention_dropout=config.attention_probs_dropout_prob,
                           **_shared_settings(config), **sizes)
 
 

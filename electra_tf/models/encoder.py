@@ -25,12 +25,14 @@ class ElectraEncoder(ConfigFields, keras.layers.Layer):
         num_layers: number of Transformer blocks.
         num_heads: attention heads per block.
         intermediate_dim: feed-forward width.
-        dropout: dropout of attention probabilities and residual branches.
+        dropout: dropout of the residual branches (and of the attention
+            probabilities when `attention_dropout` is None).
         activation: "gelu" (exact, reference) or "gelu_approximate".
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
         initializer_range: stddev of the truncated-normal initializer.
         fused_kernels: run the blocks on the fused path (`TransformerBlock`);
             the variables and the maths are the same either way.
+        attention_dropout: dropout of the attention probabilities; None: `dropout`.
 
     Inputs: a dict with int `input_ids`, `input_mask` (1 = real token) and
     `segment_ids`, each [batch, seq]. Output: [batch, seq, hidden_dim].
@@ -47,7 +49,7 @@ class ElectraEncoder(ConfigFields, keras.layers.Layer):
 
     CONFIG_FIELDS = ("embeddings", "hidden_dim", "num_layers", "num_heads", "intermediate_dim",
                      "dropout", "activation", "layer_norm_epsilon", "initializer_range",
-                     "fused_kernels")
+                     "fused_kernels", "attention_dropout")
     LAYER_FIELDS = ("embeddings",)
 
     def __init__(
@@ -62,6 +64,7 @@ class ElectraEncoder(ConfigFields, keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
         fused_kernels=True,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -78,6 +81,7 @@ class ElectraEncoder(ConfigFields, keras.layers.Layer):
                 num_heads=num_heads,
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
                 initializer_range=initializer_range,

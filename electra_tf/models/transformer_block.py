@@ -52,7 +52,10 @@ class TransformerBlock(ConfigFields, keras.layers.Layer):
     Args:
         num_heads: attention heads; the width H (from the input) must divide by it.
         intermediate_dim: feed-forward width.
-        dropout: rate of the attention-probability and residual-branch dropouts.
+        dropout: rate of the residual-branch dropouts (and of the attention
+            probabilities when `attention_dropout` is None).
+        attention_dropout: rate of the attention-probability dropout
+            (`attention_probs_dropout_prob`); None: `dropout`.
         activation: "gelu" (exact, reference) or "gelu_approximate".
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in the reference).
         initializer_range: stddev of the truncated-normal kernel initializer.
@@ -70,10 +73,11 @@ class TransformerBlock(ConfigFields, keras.layers.Layer):
     """
 
     CONFIG_FIELDS = ("num_heads", "intermediate_dim", "dropout", "activation",
-                     "layer_norm_epsilon", "initializer_range", "fused")
+                     "layer_norm_epsilon", "initializer_range", "fused", "attention_dropout")
 
     def __init__(self, num_heads, intermediate_dim, dropout=0.1, activation="gelu",
-                 layer_norm_epsilon=1e-12, initializer_range=0.02, fused=True, **kwargs):
+                 layer_norm_epsilon=1e-12, initializer_range=0.02, fused=True, attention_dropout=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.set_config_fields(locals())
         gelu_activation(activation)  # fail at construction on an unknown name
@@ -110,7 +114,8 @@ class TransformerBlock(ConfigFields, keras.layers.Layer):
         self.feedforward_output_dense = keras.layers.Dense(
             hidden, kernel_initializer=electra_initializer(self.initializer_range),
             dtype=self.dtype_policy, name="output")
-        self.attention_probs_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
+        probs_rate = self.dropout if self.attention_dropout is None else self.attention_dropout
+        self.attention_probs_dropout = keras.layers.Dropout(probs_rate, dtype=self.dtype_policy,
                                                             name="attention_probs_dropout")
         self.attention_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
                                                       name="attention_dropout")

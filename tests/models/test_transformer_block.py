@@ -94,3 +94,27 @@ def test_config_switch_reaches_every_block(tiny):
     np.testing.assert_allclose(fused(inputs).numpy(), plain(inputs).numpy(), atol=2e-5)
     restored = keras.layers.deserialize(keras.layers.serialize(plain))
     assert restored.fused_kernels is False
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_attention_probs_dropout_prob_drives_the_attention_dropout_alone(fused):
+    # attention_probs_dropout_prob reaches the attention-probability dropout of every
+    # block, and only it: with the hidden dropout off, a training call differs from
+    # inference exactly when the attention dropout is on.
+    base = ElectraConfig.from_json("configs/tiny.json").replace(hidden_dropout_prob=0.0, fused_kernels=fused)
+    ids = np.random.default_rng(0).integers(5, base.vocab_size, (2, 12)).astype("int32")
+    inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    weights, outputs = None, {}
+    for rate in (0.0, 0.5):
+        encoder = build_encoder(base.replace(attention_probs_dropout_prob=rate))
+        encoder(inputs, training=False)
+        weights = weights or encoder.get_weights()
+        encoder.set_weights(weights)  # the same network; only the dropout rate differs
+        outputs[rate] = (encoder(inputs, training=False).numpy(), encoder(inputs, training=True).numpy())
+        blocks = encoder.transformer_layers
+        assert {b.attention_probs_dropout.rate for b in blocks} == {rate}
+        assert {b.attention_dropout.rate for b in blocks} == {b.feedforward_dropout.rate for b in blocks} == {0.0}
+        assert encoder.embeddings.dropout_layer.rate == 0.0
+    np.testing.assert_allclose(outputs[0.0][1], outputs[0.0][0], atol=1e-6)
+    np.testing.assert_allclose(outputs[0.5][0], outputs[0.0][0], atol=1e-6)  # inference: no dropout
+    assert np.abs(outputs[0.5][1] - outputs[0.5][0]).max() > 1e-2
