@@ -27,6 +27,11 @@ from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import resolve_model_dir
 
 
+# What Scorer says when it is given a fine-tuned classifier (a seed_<n>/ directory or its SavedModel).
+CLASSIFIER_HINT = ("Scorer takes a pre-trained discriminator; for a classifier's labels and probabilities use "
+                   "electra_tf.predict.Predictor(path).predict(texts) or python -m electra_tf.predict")
+
+
 @dataclasses.dataclass
 class TokenScores:
     """Scores of one text.
@@ -66,6 +71,8 @@ class Scorer:
                                 f"convert), a pre-training run directory or an exported SavedModel directory")
         # A pre-training run directory: its model is in <run>/pretrained/.
         model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
+        if os.path.isfile(os.path.join(model_dir, "classifier.json")):
+            raise ModelDirError(f"{model_dir} is a fine-tuned classifier; {CLASSIFIER_HINT}")
         # ELECTRIC's head output is an energy: report it next to the probabilities
         # (config.json says which objective trained the model, when it is there).
         config_path = os.path.join(model_dir, "config.json")
@@ -74,6 +81,9 @@ class Scorer:
             self.energies = ElectraConfig.from_json(config_path).objective == "electric"
         if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
             self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
+            if "sentence_score" not in self._fn.structured_outputs:
+                raise ModelDirError(f"{model_dir} is a classifier SavedModel (no sentence_score output); "
+                                    f"{CLASSIFIER_HINT}")
             self._call = lambda texts: self._fn(text=texts)
         else:
             # Text is encoded in the module's graph by its TextPreprocessor

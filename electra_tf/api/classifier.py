@@ -1,0 +1,222 @@
+"""`ElectraClassifier`: a pre-trained ELECTRA encoder + a classification head, on raw strings.
+
+Shaped like keras-hub's `TextClassifier`: it takes strings (the preprocessor
+runs in the graph), `fit` trains on a `tf.data.Dataset` of (strings, labels),
+`predict` answers for a list of strings. It reads every model directory
+`finetune --init` reads, and writes the classifier directory fine-tuning
+writes, so `export --kind classifier`, `predict` and `Predictor` take what
+`save` wrote, and `from_pretrained` takes a fine-tuned `seed_<n>/`.
+
+Example:
+
+>>> import tensorflow as tf
+>>> from electra_tf import ElectraClassifier
+>>> clf = ElectraClassifier.from_pretrained("runs/default", labels=["negative", "positive"])  # doctest: +SKIP
+>>> data = tf.data.Dataset.from_tensor_slices((["great", "awful"], ["positive", "negative"])).batch(2)
+>>> clf.fit(data, epochs=1)                              # doctest: +SKIP
+>>> clf.predict_labels(["a great film"])                 # doctest: +SKIP
+['positive']
+>>> clf.save("models/reviews")                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.api.loading import ApiError, load_encoder, locate
+from electra_tf.api.preprocessor import ElectraPreprocessor
+from electra_tf.config import ElectraConfig
+from electra_tf.data.fs import write_text_atomic
+from electra_tf.finetune.classifier_dir import save_classifier
+from electra_tf.finetune.encoder_init import load_encoder_weights
+from electra_tf.finetune.models import ClassifierModel, build_and_call
+from electra_tf.keras_compat import load_weights_only
+from electra_tf.models import build_encoder
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraClassifier(keras.Model):
+    """Text classification (or regression) with an ELECTRA encoder, from raw strings.
+
+    Args:
+      config: the encoder's `ElectraConfig` (or its dict).
+      vocabulary: the WordPiece vocabulary (a token list or a vocab.txt path).
+      labels: class names in logit order (default: "0", "1", ... for `num_classes`).
+      num_classes: number of classes when `labels` is not given.
+      sequence_length: the most word pieces per example.
+      do_lower_case: lower-case the text (default: the config's casing).
+      regression: one output score instead of classes.
+      pooling: "cls" or "mean" (see `ClassificationHead`).
+      two_layer_head: the Hugging Face two-layer head.
+      pair: the model takes (text, second text) pairs (recorded for export).
+
+    Attributes:
+      preprocessor: the `ElectraPreprocessor`.
+      encoder: the `ElectraEncoder`.
+      backbone: the encoder + head model (`ClassifierModel`, what fine-tuning trains).
+    """
+
+    def __init__(self, config, vocabulary, labels: Optional[Sequence[str]] = None,
+                 num_classes: Optional[int] = None, sequence_length: int = 128,
+                 do_lower_case: Optional[bool] = None, regression: bool = False, pooling: str = "cls",
+                 two_layer_head: bool = False, pair: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.electra_config = config if isinstance(config, ElectraConfig) else ElectraConfig.from_dict(dict(config))
+        if regression:
+            labels = []
+        elif labels is None:
+            if not num_classes or num_classes < 2:
+                raise ApiError(f"num_classes={num_classes}: pass num_classes >= 2 or labels=[...] (or "
+                               f"regression=True)")
+            labels = [str(i) for i in range(num_classes)]
+        elif num_classes is not None and num_classes != len(labels):
+            raise ApiError(f"num_classes={num_classes} but {len(labels)} labels; pass one of them")
+        self.label_names: List[str] = [str(label) for label in labels]
+        if not regression and len(set(self.label_names)) < 2:
+            raise ApiError(f"labels={self.label_names}: a classifier needs at least two distinct labels")
+        self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
+        cfg = self.electra_config
+        if sequence_length > cfg.max_position_embeddings:
+            raise ApiError(f"sequence_length={sequence_length} exceeds the model's max_position_embeddings "
+                           f"{cfg.max_position_embeddings}; lower it")
+        lower = cfg.do_lower_case if do_lower_case is None else do_lower_case
+        self.preprocessor = ElectraPreprocessor(vocabulary, sequence_length, lower)
+        self.backbone = ClassifierModel(build_encoder(cfg), 1 if regression else len(self.label_names), regression,
+                                        cfg.hidden_dropout_prob, cfg.initializer_range, two_layer_head, pooling=pooling)
+        build_and_call(self.backbone, min(8, sequence_length))
+        self.built = True
+        self.compile()
+
+    @property
+    def encoder(self):
+        return self.backbone.encoder
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(cls, path: str, num_classes: Optional[int] = None, labels: Optional[Sequence[str]] = None,
+                        sequence_length: Optional[int] = None, **kwargs) -> "ElectraClassifier":
+        """An `ElectraClassifier` on the encoder of `path`.
+
+        Args:
+          path: a pre-training run directory, its pretrained/ model, a converted
+            model directory (a new head), or a fine-tuned seed_<n>/ directory or
+            a directory `save` wrote (its head and labels too, unless other
+            labels or another num_classes are asked for: then a new head).
+          num_classes, labels: the classes of the new head (one of them is needed
+            for a pre-trained model).
+          sequence_length: default: the fine-tuning length, else 128 (capped by
+            the model's positions).
+          **kwargs: further `ElectraClassifier` arguments (pooling, regression, ...).
+        """
+        found = locate(path)
+        if found.vocab is None:
+            raise ApiError(f"{found.model_dir} has no vocab.txt; copy the vocabulary the model was trained with into it")
+        meta = found.meta or {}
+        same_head = found.fine_tuned and labels in (None, meta.get("labels")) and num_classes in (
+            None, meta.get("num_outputs")) and kwargs.get("regression", meta.get("regression")) == meta.get("regression")
+        if same_head:
+            kwargs = dict({"regression": meta.get("regression", False), "pooling": meta.get("pooling", "cls"),
+                           "two_layer_head": meta.get("two_layer_head", False), "pair": meta.get("pair", False),
+                           "do_lower_case": found.do_lower_case}, **kwargs)
+            labels = meta.get("labels")
+        seq = sequence_length or meta.get("max_seq_length") or min(128, found.config.max_position_embeddings)
+        kwargs.setdefault("do_lower_case", found.do_lower_case)
+        model = cls(found.config, found.vocab, labels=labels, num_classes=num_classes, sequence_length=seq, **kwargs)
+        if same_head:
+            load_weights_only(model.backbone, found.weights)  # encoder + head, as fine-tuning saved them
+        elif found.fine_tuned:
+            encoder, _ = load_encoder(found.model_dir)  # the fine-tuned encoder, under a new head
+            model.encoder.set_weights(encoder.get_weights())
+        else:
+            load_encoder_weights(model.encoder, found.weights)
+        return model
+
+    # ------------------------------------------------------------------ Keras
+    def call(self, inputs, training=None):
+        features = inputs if isinstance(inputs, dict) else self.preprocessor(inputs)
+        return self.backbone(features, training=training)
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """Keras `compile` with defaults: AdamW(1e-4), cross-entropy on logits (MSE for a
+        regression), accuracy; no XLA (the tokenizer's ops do not compile)."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
+        if loss == "auto":
+            loss = (keras.losses.MeanSquaredError() if self.regression
+                    else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        if metrics == "auto":
+            metrics = [] if self.regression else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        kwargs.setdefault("jit_compile", False)
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def _label_ids(self, labels):
+        """String labels -> class ids (in the graph); anything else passes through."""
+        if labels.dtype != tf.string:
+            return labels
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(self.label_names), tf.range(len(self.label_names))), -1)
+        ids = table.lookup(labels)
+        check = tf.debugging.assert_non_negative(ids, message=f"a label is not one of {self.label_names}")
+        with tf.control_dependencies([check]):
+            return tf.identity(ids)
+
+    def fit(self, x=None, y=None, **kwargs):
+        """Keras `fit`; `x` may be a `tf.data.Dataset` of (strings, labels), labels as ids or names."""
+        if isinstance(x, tf.data.Dataset):
+            x = x.map(lambda features, labels: (features, self._label_ids(labels)))
+            kwargs.setdefault("shuffle", False)  # a dataset is shuffled by its own .shuffle()
+        elif y is not None and not self.regression and len(y) and isinstance(y[0], str):
+            y = np.asarray([self.label_names.index(label) for label in y], np.int32)
+        if x is not None and not isinstance(x, (tf.data.Dataset, dict)) and isinstance(x, (list, tuple)):
+            x = tf.constant(list(x), tf.string)
+        return super().fit(x, y, **kwargs)
+
+    def predict(self, x, batch_size: int = 64, **kwargs) -> np.ndarray:
+        """Class probabilities [n, classes] (scores [n] for a regression) of a list of strings
+        (or a `(texts, second_texts)` pair of lists, or a dataset)."""
+        if isinstance(x, (list, tuple)) and not (len(x) == 2 and isinstance(x[0], (list, tuple))):
+            x = tf.data.Dataset.from_tensor_slices(tf.constant(list(x), tf.string)).batch(batch_size)
+        elif isinstance(x, tuple):
+            x = tf.data.Dataset.from_tensor_slices(tuple(tf.constant(list(t), tf.string) for t in x)).batch(batch_size)
+        kwargs.setdefault("verbose", 0)
+        out = super().predict(x, **kwargs)
+        return out if self.regression else tf.nn.softmax(out, -1).numpy()
+
+    def predict_labels(self, x, batch_size: int = 64) -> List[str]:
+        """The predicted class name of every text."""
+        if self.regression:
+            raise ApiError("predict_labels() is for classes; a regression's predict() returns the scores")
+        return [self.label_names[i] for i in np.argmax(self.predict(x, batch_size), -1)]
+
+    # ------------------------------------------------------------------ saving
+    def save(self, path: str, **kwargs) -> str:
+        """Writes a classifier directory (config.json, vocab.txt, classifier.weights.h5,
+        classifier.json): the layout fine-tuning writes, read back by `from_pretrained`,
+        `export --kind classifier` and `predict`. A path ending in .keras is Keras' own format."""
+        if path.endswith(".keras"):
+            return super().save(path, **kwargs)
+        os.makedirs(path, exist_ok=True)
+        vocab = os.path.join(path, "vocab.txt")
+        write_text_atomic(vocab, "".join(token + "\n" for token in self.preprocessor.vocabulary))
+        save_classifier(path, self.backbone, self.electra_config, vocab, self.label_names, "electra_classifier",
+                        pair=self.pair, max_seq_length=self.preprocessor.sequence_length, regression=self.regression,
+                        two_layer_head=self.two_layer_head, pooling=self.pooling,
+                        do_lower_case=self.preprocessor.do_lower_case)
+        return path
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "config": self.electra_config.to_dict(),
+                "vocabulary": list(self.preprocessor.vocabulary), "labels": list(self.label_names),
+                "sequence_length": self.preprocessor.sequence_length,
+                "do_lower_case": self.preprocessor.do_lower_case, "regression": self.regression,
+                "pooling": self.pooling, "two_layer_head": self.two_layer_head, "pair": self.pair}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ElectraClassifier":
+        return cls(**config)
+

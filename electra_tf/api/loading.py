@@ -1,0 +1,111 @@
+"""One loader for every model directory the Python API takes.
+
+`locate(path)` accepts what `finetune --init` accepts (a pre-training run
+directory, its `pretrained/` model, a converted model directory) and a
+fine-tuned `seed_<n>/` directory (or a directory `ElectraClassifier.save`
+wrote), and says what is in it; `load_encoder(path)` returns the pre-trained
+(or fine-tuned) encoder with its weights. The files are found by the same
+code as `finetune --init` (`electra_tf.finetune.encoder_init`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Optional, Tuple
+
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ElectraError
+from electra_tf.export.loading import load_classifier
+from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
+from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights
+from electra_tf.finetune.models import build_and_call
+from electra_tf.models import build_encoder
+from electra_tf.paths import resolve_model_dir
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(ElectraError, ValueError):
+    """A path or argument the Python API cannot use."""
+
+
+@dataclasses.dataclass
+class Located:
+    """What a model directory holds.
+
+    Attributes:
+      model_dir: the directory with the model files (a run's pretrained/).
+      config: its ElectraConfig.
+      vocab: its vocab.txt (None when absent).
+      weights: the encoder weights (pre-trained) or the classifier weights (fine-tuned).
+      meta: classifier.json of a fine-tuned directory, None for a pre-trained one.
+    """
+    model_dir: str
+    config: ElectraConfig
+    vocab: Optional[str]
+    weights: str
+    meta: Optional[dict]
+
+    @property
+    def fine_tuned(self) -> bool:
+        return self.meta is not None
+
+    @property
+    def do_lower_case(self) -> bool:
+        if self.meta is not None and "do_lower_case" in self.meta:
+            return bool(self.meta["do_lower_case"])
+        return bool(self.config.do_lower_case)
+
+
+def locate(path: str) -> Located:
+    """Finds the config, vocabulary and weights of any model directory the API takes.
+
+    Args:
+      path: a pre-training run directory, its pretrained/ directory, a
+        converted model directory, or a fine-tuned seed_<n>/ directory.
+
+    Raises:
+      ApiError: a path that does not exist, a SavedModel, or a directory
+        without model files (one line naming the fix).
+    """
+    if not os.path.isdir(path):
+        raise ApiError(f"{path} does not exist or is not a directory; pass a pre-training run directory, its "
+                       f"pretrained/ model, a converted model directory or a fine-tuned seed_<n>/ directory")
+    model_dir = resolve_model_dir(path, "from_pretrained", log.info)
+    if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+        raise ApiError(f"{path} is an exported SavedModel, which serves but cannot be trained further; load it with "
+                       f"electra_tf.predict.Predictor, or pass the model directory it was exported from")
+    vocab = os.path.join(model_dir, "vocab.txt")
+    vocab = vocab if os.path.isfile(vocab) else None
+    if os.path.isfile(os.path.join(model_dir, CLASSIFIER_FILE)):
+        with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
+            meta = json.load(f)
+        config = ElectraConfig.from_json(os.path.join(model_dir, "config.json"))
+        return Located(model_dir, config, vocab, os.path.join(model_dir, CLASSIFIER_WEIGHTS), meta)
+    try:
+        weights, config_path, vocab_path = find_init_files(model_dir, None, None)
+    except ElectraError as e:
+        raise ApiError(str(e).replace("--init ", "", 1)) from None
+    return Located(model_dir, ElectraConfig.from_json(config_path), vocab_path, weights, None)
+
+
+def load_encoder(path: str) -> Tuple[object, ElectraConfig]:
+    """The encoder of any model directory, weights loaded: (ElectraEncoder, ElectraConfig).
+
+    A fine-tuned directory gives its fine-tuned encoder (without the head).
+
+    Args:
+      path: see `locate`.
+    """
+    found = locate(path)
+    if found.fine_tuned:
+        model, config, _ = load_classifier(found.model_dir)
+        return model.encoder, config
+    encoder = build_encoder(found.config)
+    build_and_call(encoder, 2)
+    load_encoder_weights(encoder, found.weights)
+    return encoder, found.config
+

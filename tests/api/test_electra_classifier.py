@@ -1,0 +1,158 @@
+"""The keras-hub-shaped Python API: ElectraPreprocessor, load_encoder, ElectraClassifier.
+
+The pre-trained model is the export tests' tiny model (random weights, saved in
+the model-directory layout inside a run directory's pretrained/); the texts are
+the first IMDB reviews of ../shared/data with positive/negative labels.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _export_helpers():
+    spec = importlib.util.spec_from_file_location("api_export_helpers", TESTS / "export" / "export_helpers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A pre-training run directory: runs/<name>/pretrained/ holds the model."""
+    run = tmp_path_factory.mktemp("api") / "run"
+    run.mkdir()
+    _export_helpers().make_model_dir(run / "pretrained")
+    return run
+
+
+@pytest.fixture(scope="module")
+def reviews(shared_data):
+    texts, labels = [], []
+    with gzip.open(shared_data / "imdb" / "train.tsv.gz", "rt", encoding="utf-8") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        next(reader)
+        for text, label, _ in reader:
+            texts.append(text)
+            labels.append("positive" if label == "1" else "negative")
+            if len(texts) == 96:
+                break
+    return texts, labels
+
+
+def test_from_pretrained_fit_predict_save_load(run_dir, reviews, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from electra_tf import ElectraClassifier, load_encoder
+    from electra_tf.models.saving import load_encoder as load_model_dir_encoder
+    from electra_tf.predict import Predictor
+
+    texts, labels = reviews
+    clf = ElectraClassifier.from_pretrained(str(run_dir), labels=["negative", "positive"], sequence_length=24)
+    # The run directory and its pretrained/ model give the pre-trained encoder's weights.
+    for path in (run_dir, run_dir / "pretrained"):
+        reference, _ = load_model_dir_encoder(str(path))
+        for got, want in zip(clf.encoder.get_weights(), reference.get_weights()):
+            np.testing.assert_array_equal(got, want)
+        encoder, config = load_encoder(str(path))
+        assert config.hidden_size == 32 and len(encoder.get_weights()) == len(reference.get_weights())
+
+    clf.compile(optimizer=keras.optimizers.AdamW(1e-3))
+    data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(32)  # string labels
+    before = [w.copy() for w in clf.backbone.get_weights()]
+    history = clf.fit(data, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert any(not np.array_equal(a, b) for a, b in zip(before, clf.backbone.get_weights()))
+    probs = clf.predict(texts[:10])
+    assert probs.shape == (10, 2) and np.allclose(probs.sum(-1), 1.0, atol=1e-5)
+    assert clf.predict_labels(texts[:10]) == [["negative", "positive"][i] for i in probs.argmax(-1)]
+
+    saved = clf.save(str(tmp_path / "clf"))
+    back = ElectraClassifier.from_pretrained(saved)
+    assert back.label_names == ["negative", "positive"] and back.preprocessor.sequence_length == 24
+    np.testing.assert_array_equal(back.predict(texts[:10]), probs)
+    # The saved directory is a classifier directory: Predictor (the serving graph) agrees.
+    served = Predictor(saved).predict(texts[:10])
+    assert [p.label for p in served] == clf.predict_labels(texts[:10])
+    np.testing.assert_allclose([p.probabilities["positive"] for p in served], probs[:, 1], atol=1e-5)
+
+    config = clf.get_config()
+    again = ElectraClassifier.from_config(config)
+    assert again.get_config() == config
+    again.backbone.set_weights(clf.backbone.get_weights())
+    np.testing.assert_allclose(again.predict(texts[:4]), probs[:4], atol=1e-6)
+
+    # A fine-tuned directory with other labels: its fine-tuned encoder under a new head.
+    other = ElectraClassifier.from_pretrained(saved, labels=["a", "b", "c"])
+    assert other.predict(texts[:2]).shape == (2, 3)
+    for got, want in zip(other.encoder.get_weights(), clf.encoder.get_weights()):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_preprocessor_matches_fine_tuning_encoding(run_dir):
+    from electra_tf import ElectraPreprocessor
+    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+
+    pre = ElectraPreprocessor.from_pretrained(str(run_dir), sequence_length=16)
+    texts = ["the cat sat on the mat", "a big dog ran quickly to the old house by the river " * 2]
+    got = {k: v.numpy() for k, v in pre(texts).items()}
+    want = encode_classification(FinetuneTokenizer(str(run_dir / "pretrained" / "vocab.txt")), texts, None, 16)
+    width = got["input_ids"].shape[1]
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(got[name], want[name][:, :width])
+    assert got["input_ids"][1, -1] == pre.text.sep_id and width == 16  # the long one is cut to 16
+
+
+def test_bad_paths_and_arguments_are_one_line(run_dir, tmp_path):
+    from electra_tf import ElectraClassifier
+    from electra_tf.api import ApiError
+
+    with pytest.raises(ApiError, match=r"nope does not exist or is not a directory; pass a pre-training run"):
+        ElectraClassifier.from_pretrained(str(tmp_path / "nope"), num_classes=2)
+    with pytest.raises(ApiError, match=r"num_classes=None: pass num_classes >= 2 or labels="):
+        ElectraClassifier.from_pretrained(str(run_dir))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ApiError, match=r"holds no discriminator.weights.h5"):
+        ElectraClassifier.from_pretrained(str(empty), num_classes=2)
+
+
+def test_scorer_on_a_classifier_points_to_predictor(run_dir, tmp_path):
+    from electra_tf import ElectraClassifier
+    from electra_tf.export import export
+    from electra_tf.models.saving import ModelDirError
+    from electra_tf.scoring import Scorer
+
+    saved = ElectraClassifier.from_pretrained(str(run_dir), num_classes=2, sequence_length=16).save(
+        str(tmp_path / "clf"))
+    with pytest.raises(ModelDirError, match=r"clf is a fine-tuned classifier; Scorer takes a pre-trained "
+                                            r"discriminator; for a classifier's labels and probabilities use "
+                                            r"electra_tf.predict.Predictor\(path\).predict\(texts\)"):
+        Scorer(saved)
+    export(saved, str(tmp_path / "serving" / "1"), kind="classifier")
+    with pytest.raises(ModelDirError, match=r"is a classifier SavedModel \(no sentence_score output\); Scorer takes"):
+        Scorer(str(tmp_path / "serving" / "1"))
+
+
+def test_importing_the_package_prints_no_tensorflow_noise(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ELECTRA_TF_QUIET_TF")}
+    code = ("from electra_tf import ElectraClassifier\nimport tensorflow as tf\n"
+            "print(ElectraClassifier.__name__, tf.constant(1).numpy())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["ElectraClassifier", "1"]
+    assert r.stderr == "", r.stderr[-2000:]
