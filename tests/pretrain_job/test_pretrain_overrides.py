@@ -17,7 +17,8 @@ def test_embedded_default_overrides_act(tmp_path):
     run_dir = tmp_path / "run"
     summary = run_pretraining(parse_args([
         "--model_dir", str(run_dir), "--override", "num_train_steps=4", "--override", "train_batch_size=8",
-        "--override", "do_lower_case=false", "--save_every", "2", "--verbose", "0"]), log=lambda line: None)
+        "--override", "do_lower_case=false", "--override", "max_seq_length=32", "--save_every", "4",
+        "--verbose", "0"]), log=lambda line: None)
     assert summary["step"] == 4  # not configs/tiny.json's 300
     settings = json.loads((run_dir / "run.json").read_text())["settings"]
     assert settings["train_steps"] == 4 and settings["batch_size"] == 8
