@@ -60,8 +60,11 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     return data_dir, eval_dir, vocab_file
 
 
-def check_shards(plan: RunPlan, opts: PretrainOptions, per_replica: int, log: Callable[[str], None]):
+def check_shards(plan: RunPlan, opts: PretrainOptions, per_replica: int, log: Callable[[str], None],
+                 eval_per_replica: Optional[int] = None):
     """Validates the shards against the config (raises DataError before any write).
+
+    `per_replica` / `eval_per_replica`: the training / evaluation batch on one replica.
 
     Returns (excluded paths, skipped [(path, reason)]): the corrupt training shards
     left out with --skip_corrupt_shards.
@@ -78,7 +81,7 @@ def check_shards(plan: RunPlan, opts: PretrainOptions, per_replica: int, log: Ca
     except CorruptShardError as e:
         fail(f"{e}; or pass --skip_corrupt_shards to train without it")
     if plan.eval_dir:
-        pretraining_dataset(plan.eval_dir, plan.config, per_replica, training=False)
+        pretraining_dataset(plan.eval_dir, plan.config, eval_per_replica or per_replica, training=False)
     return excluded, skipped
 
 
@@ -94,6 +97,7 @@ def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, replicas: int, w
     """The training dataset (and the held-out one), distributed by `strategy` when it has
     more than one replica or is not the plain CPU one."""
     config, batch_size, data_dir, eval_dir = plan.config, plan.batch_size, plan.data_dir, plan.eval_dir
+    eval_batch_size = config.eval_batch_size  # global, like batch_size
 
     def train_fn(context=None):
         if context is not None and context.num_input_pipelines > 1:
@@ -117,12 +121,12 @@ def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, replicas: int, w
     inputs = Inputs(train=distribute(train_fn))
     if eval_dir:
         eval_manifest = read_json(os.path.join(eval_dir, "manifest.json"))
-        inputs.eval_steps = opts.eval_steps or max(1, min(100, eval_manifest["num_examples"] // batch_size))
+        inputs.eval_steps = opts.eval_steps or max(1, min(100, eval_manifest["num_examples"] // eval_batch_size))
 
         def eval_fn(context=None):
             # Repeated and cut to a fixed number of batches: every worker runs the
             # same number of steps (a finite uneven split would hang collectives).
-            return pretraining_dataset(eval_dir, config, batch_size, training=False,
+            return pretraining_dataset(eval_dir, config, eval_batch_size, training=False,
                                        deterministic=True, input_context=context).repeat()
 
         inputs.eval = distribute(eval_fn)

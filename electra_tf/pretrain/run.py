@@ -107,7 +107,14 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     config = plan.config
     special = special_token_ids(plan.vocab_file)
-    excluded, skipped = check_shards(plan, opts, per_replica, log)
+    eval_per_replica = None
+    if plan.eval_dir:
+        if config.eval_batch_size % replicas:
+            fail(f"the config's eval_batch_size={config.eval_batch_size} (global) is not divisible by the "
+                 f"{replicas} replicas of {strategy_text}; add --override eval_batch_size=<a multiple of "
+                 f"{replicas}>")
+        eval_per_replica = config.eval_batch_size // replicas
+    excluded, skipped = check_shards(plan, opts, per_replica, log, eval_per_replica)
 
     # ---- 4. model, optimizer, restore -----------------------------------------
     policy = PRECISION_POLICIES[opts.mixed_precision]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,21 @@ def test_mirrored_cli_run_equals_single_device(tmp_path, job_args):
         for key in reference:
             np.testing.assert_allclose(weights[key], reference[key], rtol=1e-4, atol=1e-6,
                                        err_msg=f"{name}: {key}")
+
+
+def test_evaluation_batches_hold_the_config_eval_batch_size(job_data):
+    # ElectraConfig.eval_batch_size sizes the held-out batches (the training batch does not).
+    from electra_tf.pretrain.data_setup import make_inputs
+    from electra_tf.pretrain.options import validate_options
+
+    opts = parse_args(["--config", job_data["config"], "--data_dir", job_data["data_dir"],
+                       "--eval_data_dir", job_data["eval_dir"], "--vocab_file", job_data["vocab_file"],
+                       "--model_dir", "unused", "--override", f"vocab_size={job_data['vocab_size']}",
+                       "--override", "eval_batch_size=3", "--batch_size", "8", "--strategy", "cpu"])
+    plan = validate_options(opts, log=lambda _: None)
+    inputs = make_inputs(plan, opts, strategy=None, replicas=1, worker="main", excluded=[], data_seed=0,
+                         log=lambda _: None)
+    train_batch, eval_batch = next(iter(inputs.train)), next(iter(inputs.eval))
+    assert train_batch["input_ids"].shape[0] == 8 and eval_batch["input_ids"].shape[0] == 3
+    num_examples = json.loads((Path(job_data["eval_dir"]) / "manifest.json").read_text())["num_examples"]
+    assert inputs.eval_steps == max(1, min(100, num_examples // 3))

@@ -359,6 +359,15 @@ def _(c):
                       absent=[c.tmp / "run"])
 
 
+@entry("pretrain-eval-batch-vs-replicas", P, "a config eval_batch_size the replicas do not divide (with --eval_data_dir)",
+       "error: the config's eval_batch_size=3 (global) is not divisible by the 2 replicas of MirroredStrategy "
+       "over 2 logical CPU device(s); add --override eval_batch_size=<a multiple of 2>", 2)
+def _(c):
+    return c.pretrain(_job_args(c.job)(c.tmp / "run", "--strategy", "mirrored", "--eval_data_dir",
+                                       c.job["data_dir"], "--override", "eval_batch_size=3"),
+                      absent=[c.tmp / "run"])
+
+
 @entry("pretrain-nonpositive-steps", P, "--train_steps 0",
        "error: --train_steps=0 must be a positive integer", 2)
 def _(c):
