@@ -35,7 +35,7 @@ from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, Conversion
 from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
-from electra_tf.paths import hub_download_hint
+from electra_tf.paths import hub_download_hint, resolve_model_dir
 from electra_tf.pretrain.saving import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
@@ -123,7 +123,7 @@ def _import(args, base) -> int:
         pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
         if args.require_all:
             raise ConversionError("a keras-hub ElectraBackbone has no discriminator head and no generator; "
-                                         "drop --require_all to convert the encoder alone")
+                                  "drop --require_all to convert the encoder alone")
         source["hidden_act"] = pretrainer.config.hidden_act
         common.write_model_dir(args.output, pretrainer, vocab, source, status)
         _report(args.output, status)
@@ -146,6 +146,8 @@ def _report(output, status):
 def _export(args) -> int:
     if args.target == "electra_tf":
         return _fail("--from electra_tf needs --to google, hf or keras_hub")
+    # A pre-training run directory (python -m electra_tf.pretrain): its model is in <run>/pretrained/.
+    args.input = resolve_model_dir(args.input, "--input", lambda line: print(line, file=sys.stderr))
     vocab = os.path.join(args.input, saving.VOCAB_FILE)
     if args.target == "keras_hub":
         encoder, config = saving.load_encoder(args.input)

@@ -32,10 +32,10 @@ def _config(name: str) -> ElectraConfig:
 
 
 def _model_dir(tmp_path, config, seed) -> str:
+    """A pre-training run directory's layout: the model is in <run>/pretrained/."""
     model = h.random_pretrainer(config, seed=seed)
-    out = str(tmp_path / "model")
-    saving.save_pretrained(out, model, h.write_vocab(tmp_path / "vocab.txt"))
-    return out
+    saving.save_pretrained(str(tmp_path / "run" / "pretrained"), model, h.write_vocab(tmp_path / "vocab.txt"))
+    return str(tmp_path / "run")
 
 
 def _to_google(model_dir, ckpt_dir) -> str:
@@ -59,7 +59,7 @@ def test_round_trip_gives_equal_scores(tmp_path, name):
                                                        "embedding_size", "generator_hidden_dim"):
         assert getattr(got, key) == getattr(config, key), key
     texts = h.SENTENCES + ["The River was BIG", ""]
-    want, have = Scorer(source).score(texts), Scorer(back).score(texts)
+    want, have = Scorer(source).score(texts), Scorer(back).score(texts)  # the run directory's model, the import
     for a, b in zip(want, have):
         assert a.tokens == b.tokens
         np.testing.assert_allclose(b.probabilities, a.probabilities, rtol=0, atol=1e-6)
