@@ -154,7 +154,8 @@ def format_table(task: str, results: List[Dict], median: Dict[str, float],
     return "\n".join(out)
 
 
-def _resolve(s: Settings, task: FinetuneTask) -> Tuple[Optional[str], str, str, ElectraConfig, FinetuneTokenizer]:
+def resolve_init(s: Settings, task: FinetuneTask
+                 ) -> Tuple[Optional[str], str, str, ElectraConfig, FinetuneTokenizer]:
     """Finds the --init files, fills the reference defaults into `s` and checks they fit.
 
     Returns:
@@ -217,7 +218,7 @@ def run_task(s: Settings) -> Dict:
     problem = output_dir_problem(s.output_dir)
     if problem:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
-    weights, config_path, vocab_path, cfg, tokenizer = _resolve(s, task)
+    weights, config_path, vocab_path, cfg, tokenizer = resolve_init(s, task)
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
     fixed, settings_path = _resumable_settings(s)
