@@ -62,5 +62,6 @@ def resolve_task(task: Optional[str], values) -> Optional[str]:
         return TASK_NAME
     given = [f"--{name}" for name in _FILE_FLAGS if getattr(values, name) is not None]
     if given:
-        raise FinetuneError(f"{', '.join(given)} need(s) --train_file (your labelled training data)")
+        raise FinetuneError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --train_file (your "
+                            f"labelled training data)")
     return task
