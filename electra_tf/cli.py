@@ -7,8 +7,7 @@ Exit codes of every `python -m electra_tf.*` tool:
   130  interrupted (Ctrl-C); re-running the same command resumes
   1    an unexpected failure with a Python traceback (a bug: please report it)
 
-    >>> from electra_tf.cli import run_absl, exit_with_error
-    >>> run_absl(main)  # doctest: +SKIP  (instead of absl.app.run(main))
+A command line's `__main__.py` calls `run_absl(main)` instead of `absl.app.run(main)`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Example:
 
 >>> from electra_tf.config import ElectraConfig
 >>> cfg = ElectraConfig.from_json("configs/tiny.json")
->>> cfg.generator_hidden_dim, cfg.max_predictions_per_seq
+>>> cfg.generator_hidden_dim, cfg.predictions_per_seq
 (32, 9)
 """
 
@@ -262,10 +262,7 @@ class ElectraConfig:
         return type(self).from_dict(values)
 
     def for_vocab(self, vocab_file: str) -> "ElectraConfig":
-        """A copy whose vocab_size is the number of tokens (lines) of `vocab_file`.
-
-        >>> cfg = ElectraConfig.from_json("configs/small.json").for_vocab("vocab.txt")  # doctest: +SKIP
-        """
+        """A copy whose vocab_size is the number of tokens (lines) of `vocab_file`."""
         return self.replace(vocab_size=len(load_vocab(vocab_file)))
 
     def with_overrides(self, overrides) -> "ElectraConfig":

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.data.vocab import load_vocab, special_token_ids
-from electra_tf.preprocessing import TextPreprocessor, pair_lengths
+from electra_tf.preprocessing import TextPreprocessor
 
 _BATCH = 4096  # texts per TensorFlow call: large enough that per-call overhead vanishes
 
@@ -29,11 +29,6 @@ class FinetuneTokenizer:
       vocab_file: one-token-per-line WordPiece vocabulary containing
         [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: lower-case and strip accents (uncased models).
-
-    Example:
-
-    >>> tok = FinetuneTokenizer("vocab.txt", do_lower_case=True)  # doctest: +SKIP
-    >>> batch = encode_classification(tok, ["a cat"], ["a dog"], 128)  # doctest: +SKIP
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
@@ -98,24 +93,6 @@ def _byte_to_char(text: str) -> np.ndarray:
         mapping.extend([ci] * len(ch.encode("utf-8")))
     mapping.append(len(text))
     return np.asarray(mapping, dtype=np.int64)
-
-
-def truncate_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
-    """Truncates a pair in place by the reference rule (`preprocessing.pair_lengths`).
-
-    Drops the last token of the longer list (of `tokens_b` on ties) until the
-    pair holds at most `max_length` tokens.
-
-    Args:
-      tokens_a: first sequence (modified).
-      tokens_b: second sequence (modified).
-      max_length: maximum total length.
-    """
-    if max_length < 0:
-        raise ValueError(f"max_length={max_length} is negative; a pair cannot be cut below 0 tokens")
-    keep_a, keep_b = pair_lengths(len(tokens_a), len(tokens_b), max_length)
-    del tokens_a[int(keep_a):]
-    del tokens_b[int(keep_b):]
 
 
 def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],

@@ -43,11 +43,10 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-
-from electra_tf.config import GENERATOR_OBJECTIVES, MLM_OBJECTIVES, ElectraConfig
+from electra_tf.config import MLM_OBJECTIVES, ElectraConfig
 from electra_tf.data.fs import write_text_atomic
-from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
-from electra_tf.models.heads import DiscriminatorHead, build_generator_head
+from electra_tf.models.builders import build_encoder
+from electra_tf.models.heads import DiscriminatorHead
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.keras_compat import load_weights_only, save_weights_only
 from electra_tf.paths import resolve_model_dir
@@ -171,24 +170,6 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
                              activation=config.hidden_act, name="discriminator_predictions")
     head.build((None, config.max_seq_length, config.hidden_size))
     load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
-    return encoder, head, config
-
-
-def load_generator(model_dir: str):
-    """Returns (encoder, masked-LM head, config) of the generator (`model_dir` may be a run directory)."""
-    model_dir = resolve_model_dir(model_dir, "load_generator")
-    config = load_config(model_dir)
-    if config.objective not in GENERATOR_OBJECTIVES:
-        raise ModelDirError(f"{model_dir} was pre-trained with objective {config.objective!r}, "
-                            f"which has no generator")
-    embeddings = build_embeddings(config)
-    encoder = _built(build_generator_encoder(config, embeddings), config)
-    load_layer(encoder, os.path.join(model_dir, GENERATOR_FILE))
-    head = build_generator_head(embeddings.token_embedding, config.layer_norm_eps,
-                                config.initializer_range)
-    head.build((None, config.max_seq_length, config.generator_hidden_dim),
-               (None, config.predictions_per_seq))
-    load_layer(head, os.path.join(model_dir, GENERATOR_HEAD_FILE))
     return encoder, head, config
 
 

@@ -53,10 +53,16 @@ class ElectraPretrainer(MultiReplicaExecution, keras.Model):
 
     Example:
 
+    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.data.vocab import SpecialTokenIds
+    >>> from electra_tf.pretrain.optimization import create_optimizer
     >>> cfg = ElectraConfig.from_json("configs/tiny.json")
     >>> model = ElectraPretrainer(cfg, SpecialTokenIds(0, 1, 2, 3, 4))
     >>> model.compile(optimizer=create_optimizer(cfg))
-    >>> model.fit(dataset, steps_per_epoch=100)  # doctest: +SKIP
+    >>> sorted(model.objective.networks)
+    ['discriminator_head', 'generator']
+
+    Then `model.fit(dataset)` on batches of `pretraining_dataset` (electra_tf.data.reader).
     """
 
     def __init__(self, config, special_token_ids, grad_accum_steps=1, **kwargs):

@@ -1,7 +1,5 @@
-"""The pre-training job behind `python -m electra_tf.pretrain` (see docs/pretraining.md).
-
-    >>> from electra_tf.pretrain.run import PretrainOptions, run_pretraining
-    >>> summary = run_pretraining(PretrainOptions(model_dir="runs/default"))  # doctest: +SKIP
+"""The pre-training job behind `python -m electra_tf.pretrain` (see docs/pretraining.md):
+`run_pretraining(PretrainOptions(...))` returns the run's summary dict.
 
 Order of work: cheap checks (config, flags, data manifests, model_dir) before
 anything is written; then the strategy; then data, model, restore of the

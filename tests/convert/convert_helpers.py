@@ -211,9 +211,10 @@ def ours_discriminator_logits(model_dir, batch):
 
 
 def ours_generator_logits(model_dir, batch):
-    from electra_tf.models.saving import load_generator
+    from electra_tf.pretrain.saving import load_pretrainer
 
-    encoder, head, _ = load_generator(model_dir)
+    pretrainer = load_pretrainer(model_dir)
+    encoder, head = pretrainer.generator, pretrainer.generator_head
     b, t = batch["input_ids"].shape
     positions = np.tile(np.arange(t), (b, 1)).astype("int32")
     return head(encoder(batch), mask_positions=positions).numpy()

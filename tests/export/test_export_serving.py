@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as h
-from electra_tf.export import build_module, pair_lengths
+from electra_tf.export import build_module
 from electra_tf.finetune.classifier_dir import save_classifier
 from electra_tf.export.__main__ import main as export_main
 
@@ -44,21 +44,6 @@ def test_in_graph_encoding_matches_finetune_tokenization(model_dir, tmp_path):
     for key in ("input_ids", "input_mask", "segment_ids"):
         np.testing.assert_array_equal(enc[key], ref[key][:, :n])
     assert enc["truncated"].tolist() == [False, False, True]
-
-
-def test_pair_truncation_is_the_reference_rule():
-    from electra_tf.finetune.tokenization import truncate_pair
-
-    cases = [(a, b, budget) for a in range(0, 13) for b in range(0, 13) for budget in (1, 4, 7, 8, 11)]
-    la, lb, got_budget = (np.array(x) for x in zip(*cases))
-    ta, tb = pair_lengths(la, lb, 0)  # shape check only
-    for budget in (1, 4, 7, 8, 11):
-        sel = got_budget == budget
-        ta, tb = (t.numpy() for t in pair_lengths(la[sel], lb[sel], budget))
-        for a, b, x, y in zip(la[sel], lb[sel], ta, tb):
-            ra, rb = list(range(a)), list(range(b))
-            truncate_pair(ra, rb, budget)
-            assert (len(ra), len(rb)) == (x, y), (a, b, budget)
 
 
 def test_signatures_and_fresh_process_reload(saved, model_dir, tmp_path):

@@ -66,7 +66,8 @@ def test_discriminator_keras_file_loads_in_safe_mode(saved):
 
 def test_generator_round_trip(saved):
     model, model_dir, cfg = saved
-    encoder, head, _ = saving.load_generator(model_dir)
+    loaded = load_pretrainer(model_dir)
+    encoder, head = loaded.generator, loaded.generator_head
     batch = _batch(cfg)
     positions = np.tile(np.arange(1, cfg.predictions_per_seq + 1), (2, 1)).astype("int32")
     want = model.generator_head(model.generator(batch), mask_positions=positions).numpy()
