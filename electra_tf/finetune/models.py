@@ -2,6 +2,8 @@
 
 The task objects that build them (and own their data and evaluation) are the
 `FinetuneTask`s of base_task.py; export loads `ClassifierModel` from here.
+Each model's constructor arguments are its Keras config (`get_config`, the
+encoder serialized as a nested layer), so `from_config` rebuilds it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from keras import ops
 
 from electra_tf.finetune.heads import (AnswerableHead, ClassificationHead, SpanHead,
                                        TokenClassificationHead)
+from electra_tf.models.config_fields import ConfigFields
+
+# Width of the SQuAD heads' hidden layers (google-research/electra qa_tasks.py: 512 for
+# every model size).
+SQUAD_HIDDEN_UNITS = 512
 
 
 def _per_replica(loss):
@@ -26,7 +33,8 @@ def _inputs(inputs):
     return {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}
 
 
-class ClassifierModel(keras.Model):
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ClassifierModel(ConfigFields, keras.Model):
     """Encoder + `ClassificationHead`; outputs float32 logits [batch, C] or scores [batch].
 
     Args:
@@ -39,11 +47,15 @@ class ClassifierModel(keras.Model):
       pooling: "cls" (reference) or "mean" (see `ClassificationHead`).
     """
 
+    CONFIG_FIELDS = ("encoder", "num_outputs", "regression", "dropout", "initializer_range",
+                     "two_layer_head", "pooling")
+    LAYER_FIELDS = ("encoder",)
+
     def __init__(self, encoder, num_outputs, regression=False, dropout=0.1,
                  initializer_range=0.02, two_layer_head=False, pooling="cls", **kwargs):
         super().__init__(**kwargs)
-        self.encoder = encoder
-        self.regression = regression
+        self.set_config_fields(locals())
+        encoder = self.encoder
         self.head = ClassificationHead(num_outputs, dropout, initializer_range, two_layer_head,
                                        hidden_dim=encoder.hidden_dim, pooling=pooling,
                                        name="task_head")
@@ -55,7 +67,8 @@ class ClassifierModel(keras.Model):
         return ops.squeeze(x, -1) if self.regression else x
 
 
-class TaggerModel(keras.Model):
+@keras.saving.register_keras_serializable(package="electra_tf")
+class TaggerModel(ConfigFields, keras.Model):
     """Encoder + `TokenClassificationHead`; loss on first word pieces only.
 
     Inputs also carry `label_ids` and `label_weights` (training/evaluation).
@@ -67,9 +80,12 @@ class TaggerModel(keras.Model):
       initializer_range: head initializer stddev.
     """
 
+    CONFIG_FIELDS = ("encoder", "num_labels", "dropout", "initializer_range")
+    LAYER_FIELDS = ("encoder",)
+
     def __init__(self, encoder, num_labels, dropout=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
-        self.encoder = encoder
+        self.set_config_fields(locals())
         self.head = TokenClassificationHead(num_labels, dropout, initializer_range, name="task_head")
 
     def call(self, inputs, training=None):
@@ -83,7 +99,8 @@ class TaggerModel(keras.Model):
         return _per_replica(loss)
 
 
-class SquadModel(keras.Model):
+@keras.saving.register_keras_serializable(package="electra_tf")
+class SquadModel(ConfigFields, keras.Model):
     """Encoder + `SpanHead` (+ `AnswerableHead` for SQuAD 2.0).
 
     Training inputs carry start_positions, end_positions and is_impossible; the
@@ -96,16 +113,19 @@ class SquadModel(keras.Model):
       beam_size: start/end beam width (reference 20).
       answerable_weight: weight of the answerability loss (reference 0.5).
       initializer_range: head initializer stddev.
+      hidden_units: width of the heads' hidden layers (`SQUAD_HIDDEN_UNITS`).
     """
 
+    CONFIG_FIELDS = ("encoder", "version_2", "beam_size", "answerable_weight", "initializer_range",
+                     "hidden_units")
+    LAYER_FIELDS = ("encoder",)
+
     def __init__(self, encoder, version_2=False, beam_size=20, answerable_weight=0.5,
-                 initializer_range=0.02, **kwargs):
+                 initializer_range=0.02, hidden_units=SQUAD_HIDDEN_UNITS, **kwargs):
         super().__init__(**kwargs)
-        self.encoder = encoder
-        self.version_2 = version_2
-        self.answerable_weight = answerable_weight
-        self.span_head = SpanHead(beam_size, 512, initializer_range, name="task_span_head")
-        self.answerable_head = (AnswerableHead(512, initializer_range, name="task_answerable_head")
+        self.set_config_fields(locals())
+        self.span_head = SpanHead(beam_size, hidden_units, initializer_range, name="task_span_head")
+        self.answerable_head = (AnswerableHead(hidden_units, initializer_range, name="task_answerable_head")
                                 if version_2 else None)
 
     def call(self, inputs, training=None):

@@ -97,3 +97,33 @@ def test_load_pretrained_encoder_weights(tmp_path):
             load_encoder_weights(dst, str(tmp_path / "ckpt"))
     with pytest.raises(FinetuneError, match="not a readable TF checkpoint"):
         load_encoder_weights(dst, str(tmp_path / "nothing"))
+
+
+@pytest.mark.parametrize("kind", ["classifier", "tagger", "squad2"])
+def test_finetuning_models_rebuild_from_their_config(kind):
+    # get_config holds every constructor argument (the encoder as a nested layer):
+    # from_config gives the same network, which with the same weights gives the same outputs.
+    import keras
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.finetune.models import ClassifierModel, SquadModel, TaggerModel, build_and_call
+    from electra_tf.models import build_encoder
+
+    encoder = build_encoder(ElectraConfig.from_json(CONFIG))
+    model = {"classifier": lambda: ClassifierModel(encoder, 3, pooling="mean", two_layer_head=True),
+             "tagger": lambda: TaggerModel(encoder, 5, dropout=0.2),
+             "squad2": lambda: SquadModel(encoder, version_2=True, beam_size=3, hidden_units=24)}[kind]()
+    build_and_call(model, 16)
+    config = model.get_config()
+    rebuilt = build_and_call(type(model).from_config(config), 16)
+    assert rebuilt.get_config() == config
+    rebuilt.set_weights(model.get_weights())
+    ids = np.random.default_rng(0).integers(5, 100, (2, 16)).astype("int32")
+    x = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    want, got = model(x), rebuilt(x)
+    for key in (want if isinstance(want, dict) else [None]):
+        w = want[key] if key else want
+        g = got[key] if key else got
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(g), keras.ops.convert_to_numpy(w), atol=1e-6)
+    if kind == "squad2":  # the hidden width comes from the model's config, not a literal
+        assert rebuilt.span_head.end_hidden.units == rebuilt.answerable_head.hidden.units == 24
