@@ -1,0 +1,272 @@
+"""In-domain pre-training study: does ELECTRA pre-training on review text beat random init?
+
+    python scripts/domain_study.py                      # every rung, in order; re-run to resume
+    python scripts/domain_study.py --rungs mini_electra_5k,mini_mlm_5k
+    python scripts/domain_study.py --report_only        # table + plot from what has finished
+
+Pre-trains on the IMDB text of ../shared/data (the 50,000 unlabelled reviews and the text of
+the 20,000 labelled training reviews; never the dev reviews) at a ladder of model sizes and
+budgets ("rungs"), and for every rung fine-tunes the pre-trained encoder and a randomly
+initialised one with the same recipe on IMDB with 500 and 2,000 labelled reviews (scored on
+the first 2,000 reviews of imdb/dev.tsv.gz) and SST-2 with 2,000 rows (scored on its dev set),
+seeds 1-3. Beside them: a linear probe of the frozen encoder and TF-IDF + logistic regression
+on the same rows and tokens (electra_tf.baselines).
+
+Every step is a CLI call (`python -m electra_tf.pretrain`, `python -m electra_tf.finetune`)
+whose run directory resumes, and every finished cell is one line of `cells.jsonl` in the work
+directory, so an interrupted study picks up where it stopped. `results.md` and
+`gain_vs_flops.png` are written from `cells.jsonl` after every cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+CORPUS = [SHARED / "corpus" / "imdb.unsup.txt.gz", SHARED / "corpus" / "imdb.train.txt.gz"]
+SEEDS = "1,2,3"
+EVAL_ROWS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """One pre-training run: a size (config file), a sequence length, steps and overrides."""
+
+    name: str
+    config: str  # configs/<config>.json
+    seq: int
+    steps: int
+    overrides: tuple = ()
+    warmup: Optional[int] = None  # default: 10% of the steps
+
+    @property
+    def size(self) -> str:
+        return self.config
+
+
+# The ladder, in the order it runs. Equal-FLOPs comparisons share a budget (see FLOPs in results.md).
+RUNGS = [
+    Rung("mini_electra_5k", "mini", 128, 5000),
+    Rung("cpu_demo_electra_5k", "cpu_demo", 128, 5000),
+    Rung("cpu_demo_electra_20k", "cpu_demo", 128, 20000),
+    # Equal FLOPs to cpu_demo_electra_20k (electra_tf.flops): MLM steps cost 1/1.70 of an ELECTRA
+    # step at this size, a generator as wide as the discriminator 1/0.889.
+    Rung("cpu_demo_mlm_eq20k", "cpu_demo", 128, 33960, ("objective=mlm",)),
+    Rung("cpu_demo_electra_t1_20k", "cpu_demo", 128, 20000, ("temperature=1.0",)),
+    Rung("cpu_demo_electra_gen1_eq20k", "cpu_demo", 128, 17780, ("generator_hidden_size=1.0",)),
+    # Equal FLOPs to mini_electra_5k (an MLM step is 1/1.405 of an ELECTRA step at this size).
+    Rung("mini_mlm_eq5k", "mini", 128, 7025, ("objective=mlm",)),
+    Rung("mini_electra_t2_5k", "mini", 128, 5000, ("temperature=2.0",)),
+]
+
+# Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
+RECIPES = {
+    "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1),
+}
+
+# Labelled sets: name -> (GLUE-layout directory builder, fine-tuning sequence length).
+TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
+
+
+def log(msg: str) -> None:
+    print(f"[domain_study {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run(cmd: List[str], log_file: Path) -> float:
+    """Runs a CLI to completion, its output appended to log_file; returns seconds."""
+    started = time.time()
+    with open(log_file, "a", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    if rc != 0:
+        raise SystemExit(f"domain_study: command failed (exit {rc}), see {log_file}: {' '.join(cmd)}")
+    return time.time() - started
+
+
+# --- data -----------------------------------------------------------------------------------
+def _read_tsv_gz(path: Path, limit: int) -> List[tuple]:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        col_s, col_l = header.index("sentence"), header.index("label")
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            rows.append((parts[col_s], int(parts[col_l])))
+            if len(rows) == limit:
+                break
+    return rows
+
+
+def _write_glue(dir_: Path, train: List[tuple], dev: List[tuple]) -> None:
+    dir_.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train.tsv", train), ("dev.tsv", dev)):
+        tmp = dir_ / (name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            for text, label in rows:
+                f.write(f"{text}\t{label}\n")
+        os.replace(tmp, dir_ / name)
+
+
+def prepare(work: Path) -> Dict[str, Path]:
+    """Vocabulary (8,000 pieces on the corpus), shards at 64 and 128 tokens, labelled sets."""
+    py = sys.executable
+    vocab = work / "vocab.txt"
+    if not vocab.is_file():
+        run([py, "-m", "electra_tf.data.build_vocab", "--corpus", ",".join(map(str, CORPUS)),
+             "--vocab_size", "8000", "--output", str(vocab)], work / "prepare.log")
+    for seq in (64, 128):
+        out = work / f"shards{seq}"
+        if not (out / "manifest.json").is_file():
+            run([py, "-m", "electra_tf.data.build_pretraining_data", "--corpus", ",".join(map(str, CORPUS)),
+                 "--vocab_file", str(vocab), "--output_dir", str(out), "--max_seq_length", str(seq),
+                 "--num_shards", "8", "--num_processes", "2", "--progress=false"], work / "prepare.log")
+    dev = _read_tsv_gz(SHARED / "imdb" / "dev.tsv.gz", EVAL_ROWS)
+    for n in (500, 2000):
+        d = work / f"imdb{n}"
+        if not (d / "dev.tsv").is_file():
+            _write_glue(d, _read_tsv_gz(SHARED / "imdb" / "train.tsv.gz", n), dev)
+    return {"vocab": vocab, "imdb500": work / "imdb500", "imdb2000": work / "imdb2000",
+            "sst2_2000": SHARED / "glue" / "SST-2"}
+
+
+# --- cells ----------------------------------------------------------------------------------
+def load_cells(work: Path) -> Dict[str, dict]:
+    path = work / "cells.jsonl"
+    if not path.is_file():
+        return {}
+    cells = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            cell = json.loads(line)
+            cells[cell["key"]] = cell
+    return cells
+
+
+def add_cell(work: Path, cell: dict) -> None:
+    with open(work / "cells.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(cell, sort_keys=True) + "\n")
+
+
+def rung_config(work: Path, rung: Rung) -> Path:
+    """configs/<size>.json with the rung's overrides, sized for the study's vocabulary."""
+    sys.path.insert(0, str(REPO))
+    from electra_tf.config import ElectraConfig
+
+    base = REPO / "configs" / f"{rung.config}.json"
+    if not base.is_file():
+        base = REPO / "scripts" / "study_configs" / f"{rung.config}.json"
+    cfg = ElectraConfig.from_json(str(base))
+    cfg = cfg.replace(vocab_size=8000, max_seq_length=rung.seq, num_train_steps=rung.steps,
+                      num_warmup_steps=rung.warmup if rung.warmup is not None else max(1, rung.steps // 10))
+    cfg = cfg.with_overrides(list(rung.overrides))
+    path = work / "rungs" / rung.name / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cfg.to_json(str(path))
+    return path
+
+
+def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dict]) -> dict:
+    key = f"pretrain:{rung.name}"
+    if key in cells:
+        return cells[key]
+    config = rung_config(work, rung)
+    rdir = work / "rungs" / rung.name
+    seconds = run([sys.executable, "-m", "electra_tf.pretrain", "--config", str(config),
+                   "--data_dir", str(work / f"shards{rung.seq}"), "--vocab_file", str(data["vocab"]),
+                   "--model_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
+                   "--save_every", "1000"], rdir / "pretrain.log")
+    from electra_tf.config import ElectraConfig
+    from electra_tf.flops import total_train_flops
+
+    cfg = ElectraConfig.from_json(str(config))
+    cell = {"key": key, "rung": rung.name, "size": rung.size, "seq": rung.seq, "steps": rung.steps,
+            "overrides": list(rung.overrides), "seconds": round(seconds, 1),
+            "flops": total_train_flops(cfg, cfg.train_batch_size, rung.steps, rung.seq),
+            "final": _final_metrics(rdir / "pretrain.log")}
+    add_cell(work, cell)
+    cells[key] = cell
+    return cell
+
+
+def _final_metrics(log_file: Path) -> str:
+    lines = [l for l in log_file.read_text(encoding="utf-8").splitlines() if "auc" in l.lower()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str, recipe: str,
+             data: Dict[str, Path], cells: Dict[str, dict]) -> dict:
+    key = f"ft:{init_name}:{task}:{recipe}"
+    if key in cells:
+        return cells[key]
+    out = work / "finetune" / init_name / f"{task}_{recipe}"
+    r = RECIPES[recipe]
+    cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data[task]),
+           "--init", init, "--vocab_file", str(data["vocab"]), "--seeds", SEEDS,
+           "--max_seq_length", str(TASKS[task]), "--batch_size", "32", "--layerwise_lr_decay", "1.0",
+           "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),
+           "--pooling", r["pooling"], "--warmup_proportion", str(r["warmup_proportion"]),
+           "--save_every", "0", "--output_dir", str(out)]
+    if task == "sst2_2000":
+        cmd += ["--max_train_examples", "2000"]
+    if init == "random":
+        cmd += ["--config", str(size_config)]
+    out.mkdir(parents=True, exist_ok=True)
+    seconds = run(cmd, out / "finetune.log")
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    accs = [round(100 * s["accuracy"], 2) for s in res["seeds"]]
+    cell = {"key": key, "init": init_name, "task": task, "recipe": recipe, "seeds": accs,
+            "median": round(100 * res["median"]["accuracy"], 2), "seconds": round(seconds, 1)}
+    add_cell(work, cell)
+    cells[key] = cell
+    log(f"{init_name} {task} {recipe}: {accs} median {cell['median']}")
+    return cell
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work_dir", default=str(REPO / "runs" / "domain_study"))
+    p.add_argument("--rungs", default="", help="comma-separated rung names (default: all, in order)")
+    p.add_argument("--recipes", default="r1")
+    p.add_argument("--report_only", action="store_true")
+    args = p.parse_args(argv)
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(REPO / "scripts"))
+    import domain_study_report as report
+
+    if args.report_only:
+        report.write(work, RUNGS)
+        return 0
+    data = prepare(work)
+    cells = load_cells(work)
+    report.baselines(work, data, TASKS, cells, add_cell)
+    wanted = [r for r in RUNGS if not args.rungs or r.name in args.rungs.split(",")]
+    for rung in wanted:
+        log(f"rung {rung.name}: pre-training {rung.size} seq {rung.seq} for {rung.steps} steps")
+        pretrain(work, rung, data, cells)
+        config = work / "rungs" / rung.name / "config.json"
+        for recipe in args.recipes.split(","):
+            for task in TASKS:
+                finetune(work, "random", f"random_{rung.size}", config, task, recipe, data, cells)
+                finetune(work, str(work / "rungs" / rung.name / "run"), rung.name, config, task, recipe,
+                         data, cells)
+                report.write(work, RUNGS)
+        report.probe(work, rung, data, TASKS, cells, add_cell)
+        report.write(work, RUNGS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
