@@ -1,6 +1,6 @@
 """The one module that reaches into Keras internals (`keras.src`, private names).
 
-Keras 3 has no public API for four things the package needs; each is wrapped
+Keras 3 has no public API for six things the package needs; each is wrapped
 here under a public name, so a Keras release that moves them breaks one file,
 with one clear message, instead of many:
 
@@ -15,7 +15,11 @@ with one clear message, instead of many:
 - the optimizer hooks AdamW needs: per-variable slots, the weight-decay
   predicate, and the two methods the TensorFlow backend calls around the
   update (weight decay, replica sum of gradients), exposed to subclasses of
-  `AdamWHooks` under public names.
+  `AdamWHooks` under public names;
+- a model whose layers are all built in `__init__` skipping Keras' symbolic
+  build (which peeks, and drops, a batch; `PrebuiltModel`);
+- the multi-step train / test functions where Keras' own fail on several
+  replicas (`MultiReplicaExecution`).
 
 `check_keras()` runs at import and probes every internal used here; a missing
 one is reported with the Keras version and the tested pin (setup.cfg's).
@@ -24,6 +28,7 @@ one is reported with the Keras version and the tested pin (setup.cfg's).
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras.src.saving import saving_lib
 
 from electra_tf.errors import ElectraError
@@ -47,6 +52,7 @@ def check_keras() -> None:
             getattr(keras.optimizers.AdamW, "_all_reduce_sum_gradients", None),
         "keras.optimizers.AdamW._apply_weight_decay":
             getattr(keras.optimizers.AdamW, "_apply_weight_decay", None),
+        "keras.Model._maybe_symbolic_build": getattr(keras.Model, "_maybe_symbolic_build", None),
     }
     missing = [name for name, value in needed.items() if value is None]
     if missing:
@@ -127,3 +133,77 @@ class AdamWHooks(keras.optimizers.AdamW):
     def decays(self, variable) -> bool:
         """Whether weight decay applies to `variable` (exclusions already set)."""
         return bool(self.weight_decay) and self._use_weight_decay(variable)
+
+
+# ----------------------------------------------------------------------- model
+class PrebuiltModel:
+    """Mixin for a `keras.Model` whose layers are all built in `__init__`.
+
+    Keras' symbolic build before `fit` / `evaluate` would only peek (and drop) a
+    batch, and under MultiWorkerMirroredStrategy it fails (strategy.reduce of a
+    dict of per-replica ints): this builds the optimizer, in the strategy's
+    scope, instead.
+    """
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+
+
+class MultiReplicaExecution:
+    """Mixin for a `keras.Model`: its own loop where Keras' multi-step function fails.
+
+    1. steps_per_execution > 1 on >= 2 replicas: Keras 3's multi-step loop (a
+       `tf.while_loop` over `tf.experimental.Optional` with a `tf.cond` per
+       step) fails (keras-team/keras#19246; on MirroredStrategy over 2 CPUs:
+       "You must feed a value for placeholder tensor ...").
+    2. MultiWorkerMirroredStrategy: Keras reduces the scalar step outputs
+       with `strategy.reduce("MEAN", v, axis=0)`, which fails on scalars.
+    There we run the plain `for _ in tf.range(n): strategy.run(step, ...)`
+    loop, the tf.distribute idiom for TPU host loops, and read the metric
+    results once. The iterator must hold `steps_per_execution` more batches
+    (pre-training data repeats; the job's eval data is repeated too).
+    """
+
+    def make_train_function(self, force=False):
+        if self.train_function is not None and not force:
+            return self.train_function
+        function = self._distributed_function(self.train_step)
+        if function is None:
+            return super().make_train_function(force)
+        self.train_function = function
+        return function
+
+    def make_test_function(self, force=False):
+        if self.test_function is not None and not force:
+            return self.test_function
+        function = self._distributed_function(self.test_step)
+        if function is None:
+            return super().make_test_function(force)
+        self.test_function = function
+        return function
+
+    def _distributed_function(self, step):
+        strategy = self.distribute_strategy
+        steps = int(self.steps_per_execution)
+        multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        if not multi_worker and (steps == 1 or strategy.num_replicas_in_sync == 1):
+            return None
+        step_fn = step
+        if self.jit_compile:
+            step_fn = tf.function(step, jit_compile=True, reduce_retracing=True)
+
+        def metric_results():
+            return {m.name: m.result() for m in self.metrics}
+
+        @tf.function
+        def multi_step(iterator):
+            for _ in tf.range(steps):
+                strategy.run(step_fn, args=(next(iterator),))
+            results = strategy.run(metric_results)
+            # Metric variables are mirrored and updated with cross-replica sums:
+            # every replica holds the same result.
+            return {k: strategy.reduce("MEAN", v, axis=None) for k, v in results.items()}
+
+        return multi_step

@@ -8,8 +8,8 @@ Layout:
                     the job's data, its `model.fit` and its final model directory
   pretrainer.py     `ElectraPretrainer`: the Keras model with the custom train step
   optimization.py   `create_optimizer`: AdamW and schedule from an `ElectraConfig`
-  callbacks.py, metrics.py, execution.py, embedding_sharing.py, saving.py
-                    logging and checkpoints, metrics, the step function,
+  callbacks.py, metrics.py, embedding_sharing.py, saving.py
+                    logging and checkpoints, metrics,
                     GDES embedding sharing, rebuilding a saved pre-trainer
 """
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
+from electra_tf.keras_compat import MultiReplicaExecution, PrebuiltModel
 from electra_tf.models import (
     DiscriminatorHead,
     build_embeddings,
@@ -20,7 +21,6 @@ from electra_tf.objectives.base import sum_over_replicas
 from electra_tf.objectives.registry import get_objective
 from electra_tf.pretrain import metrics as _metrics
 from electra_tf.pretrain.embedding_sharing import build_shared_embeddings, merged_discriminator
-from electra_tf.pretrain.execution import MultiReplicaExecution
 
 _EVAL_SEED_OFFSET = 1 << 20
 
@@ -32,7 +32,7 @@ def _dense(grads, variables):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraPretrainer(MultiReplicaExecution, keras.Model):
+class ElectraPretrainer(PrebuiltModel, MultiReplicaExecution, keras.Model):
     """Pre-training of the full-size encoder with the objective `config.objective`.
 
     The objective (`electra_tf.objectives.registry`) says which networks exist
@@ -150,15 +150,6 @@ class ElectraPretrainer(MultiReplicaExecution, keras.Model):
     def build(self, input_shape=None):
         # All sub-layers are built in __init__; Keras may still call this.
         self.built = True
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Every layer is built in __init__. Keras' symbolic build under a strategy
-        # would only peek (and drop) a batch, and under MultiWorkerMirroredStrategy
-        # it fails (strategy.reduce of a dict of per-replica ints). Just build the
-        # optimizer, in the strategy's scope.
-        if self.optimizer is not None and not self.optimizer.built:
-            with self.distribute_strategy.scope():
-                self.optimizer.build(self.trainable_variables)
 
     @property
     def metrics(self):
