@@ -94,7 +94,8 @@ class ServingModule(tf.Module):
             logits = tf.cast(self.head(hidden), tf.float32)
             probs = tf.sigmoid(logits) * mask
             return {"replaced_logits": logits * mask, "replaced_probs": probs}
-        logits = tf.cast(self.head(hidden, training=False), tf.float32)
+        # The mask: a head with pooling="mean" averages over the real tokens only.
+        logits = tf.cast(self.head(hidden, input_mask=input_mask, training=False), tf.float32)
         if self.regression:
             return {"score": tf.squeeze(logits, -1)}
         probs = tf.nn.softmax(logits, -1)

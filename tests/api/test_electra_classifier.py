@@ -156,3 +156,13 @@ def test_importing_the_package_prints_no_tensorflow_noise(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["ElectraClassifier", "1"]
     assert r.stderr == "", r.stderr[-2000:]
+
+
+def test_mean_pooling_classifier_serves_as_it_predicts(run_dir, reviews, tmp_path):
+    from electra_tf import ElectraClassifier
+    from electra_tf.predict import Predictor
+
+    texts, _ = reviews
+    clf = ElectraClassifier.from_pretrained(str(run_dir), num_classes=3, sequence_length=20, pooling="mean")
+    served = Predictor(clf.save(str(tmp_path / "mean"))).predict_arrays(texts[:6])["probabilities"]
+    np.testing.assert_allclose(served, clf.predict(texts[:6]), atol=1e-5)
