@@ -59,8 +59,9 @@ flags.DEFINE_integer("max_train_examples", None, "Use only the first N training 
 flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
 flags.DEFINE_integer("max_steps", None, "Stop training after N steps (quick runs).")
 flags.DEFINE_bool("two_layer_head", False, "Hugging Face two-layer classification head.")
-flags.DEFINE_enum("pooling", "cls", ["cls", "mean"], "GLUE head input: the [CLS] vector "
-                  "(reference) or the mean over the tokens (better for small pre-trained encoders).")
+flags.DEFINE_enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector "
+                  "or the mean over the tokens (default: cls for the paper's sizes, mean for the CPU sizes "
+                  "tiny, cpu_demo and mini).")
 flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N Transformer blocks after "
                      "loading --init (keeps the embeddings and lower blocks; helps small-data tasks).")
 flags.DEFINE_bool("double_unordered", True, "MRPC/STS-B: also train on swapped sentence pairs (reference).")

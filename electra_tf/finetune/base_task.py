@@ -49,6 +49,10 @@ class TaskData:
         return len(self.train_x["input_ids"])
 
 
+# Model sizes (config model_size) small enough to pre-train on a CPU; see reference_hparams.
+CPU_SIZES = ("tiny", "cpu_demo", "mini")
+
+
 class FinetuneTask(abc.ABC):
     """One fine-tuning task: its data, model, loss, evaluation and export.
 
@@ -64,10 +68,13 @@ class FinetuneTask(abc.ABC):
       reference_max_seq_length: the reference's sequence length.
       table_scale: factor the results table applies to metrics (100: they
         are fractions and shown as percent).
+      cpu_epochs: epochs for the CPU-sized models (`CPU_SIZES`); None: the
+        reference's.
     """
 
     reference_epochs: float = 3.0
     reference_max_seq_length: int = 128
+    cpu_epochs: Optional[float] = None
     table_scale: float = 100.0
 
     def __init__(self, name: str):
@@ -76,15 +83,28 @@ class FinetuneTask(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
-    def reference_hparams(self, model_size: str) -> Dict[str, float]:
-        """Reference defaults (google-research/electra configure_finetuning.py).
+    def reference_hparams(self, model_size: str) -> Dict[str, object]:
+        """Default fine-tuning settings for a model size.
+
+        The paper's sizes get the reference's (google-research/electra
+        configure_finetuning.py): lr 1e-4 with layer-wise decay 0.8 (large:
+        5e-5, 0.9), the task's epochs, the [CLS] vector. The sizes that are
+        pre-trained on a CPU (`CPU_SIZES`) get the recipe chosen on the dev
+        sets of docs/domain_study.md: from a few thousand rows their
+        encoders need a larger learning rate, no decay, more epochs, and the
+        mean of the token vectors, whether pre-trained or not.
 
         Args:
-          model_size: small, base, large (anything else: as base).
+          model_size: the config's model_size (small, base, large, tiny, ...;
+            anything else: as base).
         """
+        if model_size in CPU_SIZES:
+            return {"learning_rate": 1e-3, "layerwise_lr_decay": 1.0,
+                    "epochs": self.cpu_epochs or self.reference_epochs,
+                    "max_seq_length": self.reference_max_seq_length, "pooling": "mean"}
         lr, decay = (5e-5, 0.9) if model_size == "large" else (1e-4, 0.8)
         return {"learning_rate": lr, "layerwise_lr_decay": decay, "epochs": self.reference_epochs,
-                "max_seq_length": self.reference_max_seq_length}
+                "max_seq_length": self.reference_max_seq_length, "pooling": "cls"}
 
     @abc.abstractmethod
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:

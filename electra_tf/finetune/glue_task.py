@@ -36,6 +36,7 @@ class GlueFinetuneTask(FinetuneTask):
         super().__init__(spec.name)
         self.spec = spec
         self.reference_epochs = spec.epochs
+        self.cpu_epochs = max(10.0, spec.epochs)  # a CPU-sized encoder learns a GLUE task from few rows slowly
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         spec = self.spec

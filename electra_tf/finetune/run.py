@@ -167,7 +167,7 @@ def resolve_init(s: Settings, task: FinetuneTask
         # A random encoder is built for the vocabulary it is given, as pre-training does.
         cfg = cfg.for_vocab(vocab_path)
     ref = task.reference_hparams(cfg.model_size)
-    for key in ("learning_rate", "layerwise_lr_decay", "epochs", "max_seq_length"):
+    for key in ("learning_rate", "layerwise_lr_decay", "epochs", "max_seq_length", "pooling"):
         if getattr(s, key) is None:
             setattr(s, key, ref[key])
     if s.max_seq_length > cfg.max_position_embeddings:

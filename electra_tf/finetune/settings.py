@@ -48,7 +48,7 @@ class Settings:
     max_eval_examples: Optional[int] = None
     max_steps: Optional[int] = None
     two_layer_head: bool = False
-    pooling: str = "cls"  # classifier input: the [CLS] vector (reference) or "mean" of the tokens
+    pooling: Optional[str] = None  # classifier input: the [CLS] vector or "mean" of the tokens (None: by size)
     reinit_top_layers: int = 0  # re-draw the top N Transformer blocks after loading --init
     double_unordered: bool = True
     tagging_scheme: str = "BIO"
