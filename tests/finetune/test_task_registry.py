@@ -7,6 +7,7 @@ import pytest
 from electra_tf.finetune import glue_data
 from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.glue_task import GlueFinetuneTask
+from electra_tf.finetune.own_data_task import OwnDataFinetuneTask
 from electra_tf.finetune.registry import ALL_TASKS, get_task
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.run import run_task
@@ -18,7 +19,7 @@ from electra_tf.finetune.tagging_task import TaggingFinetuneTask, conll_files
     ("cola", GlueFinetuneTask), ("sst2", GlueFinetuneTask), ("stsb", GlueFinetuneTask),
     ("mnli", GlueFinetuneTask), ("squad", SquadFinetuneTask), ("squad1", SquadFinetuneTask),
     ("squad2", SquadFinetuneTask), ("tagging", TaggingFinetuneTask), ("ner", TaggingFinetuneTask),
-    ("chunk", TaggingFinetuneTask), ("pos", TaggingFinetuneTask),
+    ("chunk", TaggingFinetuneTask), ("pos", TaggingFinetuneTask), ("own_data", OwnDataFinetuneTask),
 ])
 def test_each_family_is_found_by_name(name, family):
     task = get_task(name)
@@ -28,7 +29,7 @@ def test_each_family_is_found_by_name(name, family):
 
 def test_every_task_name_is_registered_once():
     assert set(glue_data.GLUE_TASKS) <= set(ALL_TASKS)
-    assert len(ALL_TASKS) == len(set(ALL_TASKS)) == len(glue_data.GLUE_TASKS) + 3 + 4
+    assert len(ALL_TASKS) == len(set(ALL_TASKS)) == len(glue_data.GLUE_TASKS) + 3 + 4 + 1  # + own_data
     assert all(get_task(name).name == name for name in ALL_TASKS)
 
 
@@ -38,7 +39,7 @@ def test_unknown_task_is_one_clear_line():
     message = str(e.value)
     assert "\n" not in message
     assert message.startswith("unknown --task 'sst3'; choose one of cola, sst2, ")
-    assert message.endswith("squad, squad1, squad2, tagging, ner, chunk, pos")
+    assert message.endswith("squad, squad1, squad2, tagging, ner, chunk, pos, own_data")
 
 
 def test_run_task_refuses_an_unknown_task_before_writing(tmp_path):
