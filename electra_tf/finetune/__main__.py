@@ -22,6 +22,7 @@ from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.finetune import glue_data, squad_data, tagging_data
 from electra_tf.finetune.layerwise_lr import LayerwiseLRError
+from electra_tf.finetune import own_data_flags
 from electra_tf.finetune.own_data_flags import own_data_settings, resolve_task
 from electra_tf.finetune.run import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
@@ -32,9 +33,10 @@ from electra_tf.training.shared_flags import define_shared_flags
 FLAGS = flags.FLAGS
 define_shared_flags(FLAGS)  # --strategy, --mixed_precision, --jit_compile, --save_every, ...
 flags.adopt_module_key_flags(shared_flags, flag_values=FLAGS)
+flags.adopt_module_key_flags(own_data_flags, flag_values=FLAGS)  # --train_file, ... in --help
 
 flags.DEFINE_string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
-                    "squad (1.1), squad2, or a tagging task (tagging, ner, chunk, pos).")
+                    "squad (1.1), squad2, or a tagging task (tagging, ner, chunk, pos); not needed with --train_file.")
 flags.DEFINE_string("init", None, "'random', a pre-training run directory (or converted checkpoint "
                     "directory), a .weights.h5 file or a TF checkpoint prefix.")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv), GLUE root, SQuAD "

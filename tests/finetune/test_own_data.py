@@ -208,3 +208,24 @@ def test_validation_split_pairs_and_regression_from_jsonl(reviews, tmp_path):
     assert meta["columns"] == {"text": "premise", "text_pair": "hypothesis", "label": "score"}
     dev = list(csv.DictReader(open(tmp_path / "reg" / "seed_1" / "validation_predictions.csv")))
     assert len(dev) == 30 and all(float(r["label"]) in (0.25, 0.75, 1.25, 1.5, 2.0, 2.5) for r in dev)
+
+
+def test_rows_stream_without_reading_the_whole_file(tmp_path):
+    """predict's reader yields rows as it reads (a file of any size runs in bounded memory)."""
+    from electra_tf.finetune.text_files import TableReader
+    from electra_tf.predict.__main__ import _batches
+
+    path = tmp_path / "big.csv.gz"
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as f:
+        f.write("id,text\n")
+        for i in range(300_000):
+            f.write(f"{i},review number {i} {os.urandom(8).hex()}\n")  # random: gzip cannot shrink it away
+    reader = TableReader(str(path), "--input")
+    batches = _batches(reader, "text", None, 64)
+    first = next(batches)
+    read, size = reader.progress()
+    assert [row["id"] for _, row in first] == [str(i) for i in range(64)]
+    assert read < size / 4, (read, size)  # a few buffers of the file, not all of it
+    assert sum(len(b) for b in batches) == 300_000 - 64
+    assert reader.progress()[0] == size
+    reader.close()
