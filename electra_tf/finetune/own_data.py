@@ -149,7 +149,8 @@ def _label(row: dict, column: str, path: str, flag: str, line: int):
         return str(value).lower()
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
-            raise TextFileError(f"{flag} {path}:{line}: label {value} in column {column!r} is not a finite number")
+            raise TextFileError(f"{flag} {path}:{line}: label {value} in column {column!r} is not a finite number; "
+                                f"write a number or a class name")
         return value
     if isinstance(value, str):
         return value.strip()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -207,8 +208,6 @@ class ClassOrScoreLoss(keras.losses.Loss):
 
 
 def _csv_line(fields: List[str]) -> str:
-    import io
-
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerow(fields)
     return buffer.getvalue()

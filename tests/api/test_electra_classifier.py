@@ -11,7 +11,6 @@ import csv
 import gzip
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -60,6 +60,21 @@ MESSAGES = {
                          "file, e.g. iconv -f latin1 -t utf-8 train.tsv > train.utf8.tsv"),
     "negative-max-train-examples": (F, "error: --max_train_examples=-5 must be a positive integer (leave it out to "
                                        "use them all)"),
+    "both-validation-flags": (F, "error: --validation_file and --validation_split both given; pass one of them"),
+    "data-dir-with-train-file": (F, "error: --data_dir is for the built-in tasks; with --train_file, name the files "
+                                    "with --train_file / --validation_file"),
+    "own-data-task-without-train-file": (F, "error: --task own_data reads your own files: pass --train_file (and "
+                                            "--validation_file or --validation_split)"),
+    "split-leaves-no-rows": (F, "error: --validation_split 0.1 of the 2 rows of <path> leaves no validation or no "
+                                "training row; use more rows or another fraction"),
+    "jsonl-invalid-json": (F, "error: --train_file <path>:2: not valid JSON (Expecting value); write one JSON object "
+                              "per line"),
+    "jsonl-missing-key": (F, "error: --train_file <path>:2: no 'text' key; every object needs the text column"),
+    "jsonl-null-text": (F, "error: --train_file <path>:2: the text in column 'text' is null; write a string"),
+    "jsonl-label-not-a-value": (F, "error: --train_file <path>:2: label in column 'label' is a JSON list; write a "
+                                   "string or a number"),
+    "label-not-finite": (F, "error: --train_file <path>:2: label nan in column 'label' is not a finite number; write "
+                            "a number or a class name"),
     "predict-not-a-classifier": (P, "error: <dir> holds no fine-tuned classifier (classifier.json or "
                                     "saved_model.pb); fine-tune one with python -m electra_tf.finetune and pass its "
                                     "seed_<n>/ directory (a pre-trained model scores tokens with "
@@ -70,6 +85,12 @@ MESSAGES = {
                                        "it); its columns are: review; name the text column with --text_column"),
     "predict-header-only": (P, "error: --input <path> holds a header but no rows; nothing to predict"),
     "predict-output-exists": (P, "error: --output <path> exists; pass --overwrite or another path"),
+    "predict-output-is-a-directory": (P, "error: --output <path> is a directory; pass the path of the file to "
+                                         "write"),
+    "predict-bad-batch-size": (P, "error: --batch_size=0 must be a positive integer"),
+    "predict-pair-column-for-a-single-text-model": (P, "error: --text_pair_column hypothesis: the model takes single "
+                                                       "texts; leave it out"),
+    "predict-row-without-text": (P, "error: --input <path>:2: no text in column 'text'; fill it in or delete the row"),
     "predict-output-type": (P, "error: --output <path>: unknown file type '.txt'; name it .jsonl, .csv or .tsv"),
 }
 
@@ -202,6 +223,24 @@ def finetune_case(case, tmp, model_files):
         write(glue / "train.tsv", header.encode() + body)
         write(glue / "dev.tsv", "sentence\tlabel\ngood\t1\n")
         extra = ["--task", "sst2", "--data_dir", glue]
+    elif case == "both-validation-flags":
+        write(train, GOOD_TRAIN)
+        extra += ["--validation_split", "0.1"]
+    elif case == "data-dir-with-train-file":
+        write(train, GOOD_TRAIN)
+        extra += ["--data_dir", tmp]
+    elif case == "own-data-task-without-train-file":
+        extra = ["--task", "own_data"]
+    elif case == "split-leaves-no-rows":
+        write(train, GOOD_TRAIN)
+        extra = ["--train_file", train, "--validation_split", "0.1"]
+    elif case.startswith("jsonl-") or case == "label-not-finite":
+        second = {"jsonl-invalid-json": '{"text": "bad", "label": }', "jsonl-missing-key": '{"label": "negative"}',
+                  "jsonl-null-text": '{"text": null, "label": "negative"}',
+                  "jsonl-label-not-a-value": '{"text": "bad", "label": ["negative"]}',
+                  "label-not-finite": '{"text": "bad", "label": NaN}'}[case]
+        train = write(tmp / "train.jsonl", '{"text": "good", "label": "positive"}\n' + second + "\n")
+        extra = ["--train_file", train, "--validation_file", dev]
     elif case == "negative-max-train-examples":
         write(train, GOOD_TRAIN)
         extra += ["--max_train_examples", "-5"]
@@ -225,6 +264,18 @@ def predict_case(case, tmp, model_files, classifier_dir):
     elif case == "predict-output-exists":
         write(out, "kept\n")
         return args, []
+    elif case == "predict-output-is-a-directory":
+        out = tmp / "out.jsonl"
+        out.mkdir()
+        args[-1] = out
+        return args, [Path(str(out) + ".tmp")]
+    elif case == "predict-bad-batch-size":
+        args += ["--batch_size", "0"]
+    elif case == "predict-pair-column-for-a-single-text-model":
+        args += ["--text_pair_column", "hypothesis"]
+    elif case == "predict-row-without-text":
+        new = write(tmp / "new.jsonl", '{"id": 1, "text": "ok"}\n{"id": 2}\n')
+        args[3] = new
     elif case == "predict-output-type":
         out = tmp / "predictions.txt"
         args[-1] = out
@@ -276,4 +327,3 @@ def test_docs_list_these_messages():
     for case, (message, code) in rows.items():
         assert message == MESSAGES[case][1].replace("|", "\\|"), case
         assert code == "2", case
-    json.dumps(rows)  # every message is plain text
