@@ -9,11 +9,11 @@ import tensorflow as tf
 
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
-from test_objectives import SPECIAL, _batch, _config
+from objective_helpers import SPECIAL, make_batch, make_config
 
 
 def _pair(objective, **kw):
-    cfg = _config(objective, **kw)
+    cfg = make_config(objective, **kw)
     full = ElectraPretrainer(cfg, SPECIAL)
     full.compile(optimizer=create_optimizer(cfg))
     accum = ElectraPretrainer(cfg, SPECIAL, grad_accum_steps=2)
@@ -31,7 +31,7 @@ def _pair(objective, **kw):
 def test_two_micro_batches_equal_one_full_batch_step(objective, steps, extra):
     full, accum = _pair(objective, **extra)
     before = full.get_weights()
-    data = tf.data.Dataset.from_tensors(_batch(rows=8)).repeat()  # 2 micro-batches of 4
+    data = tf.data.Dataset.from_tensors(make_batch(rows=8)).repeat()  # 2 micro-batches of 4
     h_full = full.fit(data, steps_per_epoch=steps, verbose=0, shuffle=False).history
     h_accum = accum.fit(data, steps_per_epoch=steps, verbose=0, shuffle=False).history
     assert set(h_accum) == set(h_full)

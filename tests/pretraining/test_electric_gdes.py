@@ -16,7 +16,8 @@ from electra_tf.models.saving import load_encoder, save_pretrained
 from electra_tf.pretrain import METRIC_NAMES, metric_names
 from electra_tf.pretrain.embedding_sharing import DeltaEmbedding
 
-from test_objectives import SEQ, VOCAB, _batch, _ce, _config, _forward, _model, _sigmoid_ce
+from objective_helpers import (SEQ, VOCAB, cross_entropy, forward, make_batch, make_config, make_model,
+                               sigmoid_cross_entropy)
 
 
 def _dense_grad(grad, like):
@@ -25,13 +26,13 @@ def _dense_grad(grad, like):
 
 # ------------------------------------------------------------------- electric
 def test_electric_loss_is_nce_with_the_generator_as_noise():
-    model = _model("electric")
+    model = make_model("electric")
     assert model.generator is not None and model.discriminator_head is not None
     assert model.mlm_head is None and metric_names("electric") == METRIC_NAMES
     # A non-zero energy bias, so that the NCE logit's three terms all matter.
     model.discriminator_head.dense_prediction.bias.assign([1.5])
-    batch = _batch()
-    out = _forward(model, batch, 2)
+    batch = make_batch()
+    out = forward(model, batch, 2)
     ids, mask = batch["input_ids"].numpy(), batch["input_mask"].numpy()
     pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy()
     seen = out["disc_input_ids"].numpy()
@@ -62,20 +63,20 @@ def test_electric_loss_is_nce_with_the_generator_as_noise():
     np.testing.assert_allclose(out["energies"].numpy(), energies, rtol=1e-5, atol=1e-5)
     logits = energies + log_q + math.log(0.25 / 0.75)
     np.testing.assert_allclose(out["disc_logits"].numpy(), logits, rtol=1e-4, atol=1e-4)
-    nce = np.mean([_sigmoid_ce(logits[b, t], chosen[b, t]) for b, t in zip(*np.nonzero(mask))])
+    nce = np.mean([sigmoid_cross_entropy(logits[b, t], chosen[b, t]) for b, t in zip(*np.nonzero(mask))])
     assert float(out["disc_loss"]) == pytest.approx(nce, rel=1e-4)
     mlm_logits, orig = out["mlm_logits"].numpy(), out["masked_original_ids"].numpy()
-    mlm = sum(_ce(mlm_logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    mlm = sum(cross_entropy(mlm_logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
     assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
     assert float(out["loss"]) == pytest.approx(mlm + 50.0 * nce, rel=1e-4)
 
 
 def test_electric_noise_log_probs_send_no_gradient_to_the_generator():
-    model = _model("electric")
-    batch = _batch()
+    model = make_model("electric")
+    batch = make_batch()
     head_kernel = model.generator_head.intermediate_dense.kernel
     with tf.GradientTape(persistent=True) as tape:
-        out = _forward(model, batch, 1)
+        out = forward(model, batch, 1)
     # Only the generator's MLM loss trains the generator's own layers.
     assert not _dense_grad(tape.gradient(out["disc_loss"], head_kernel), head_kernel).any()
     assert np.abs(_dense_grad(tape.gradient(out["mlm_loss"], head_kernel), head_kernel)).sum() > 0
@@ -83,22 +84,22 @@ def test_electric_noise_log_probs_send_no_gradient_to_the_generator():
 
 # ----------------------------------------------------------------------- gdes
 def test_embedding_sharing_values_and_the_legacy_alias():
-    assert _config("electra").embedding_sharing == "shared"
-    legacy = _config("electra", untied_generator_embeddings=True)
+    assert make_config("electra").embedding_sharing == "shared"
+    legacy = make_config("electra", untied_generator_embeddings=True)
     assert legacy.embedding_sharing == "none"
-    assert _config("electra", embedding_sharing="none").untied_generator_embeddings is True
+    assert make_config("electra", embedding_sharing="none").untied_generator_embeddings is True
     with pytest.raises(ConfigError, match="embedding_sharing.*no generator"):
-        _config("mlm", embedding_sharing="gdes")
+        make_config("mlm", embedding_sharing="gdes")
     with pytest.raises(ConfigError, match="untied_generator_embeddings.*contradicts"):
-        _config("electra", embedding_sharing="gdes", untied_generator_embeddings=True)
+        make_config("electra", embedding_sharing="gdes", untied_generator_embeddings=True)
     with pytest.raises(ConfigError, match="embedding_sharing.*choose one of shared, none, gdes"):
-        _config("electra", embedding_sharing="tied")
-    again = ElectraConfig.from_dict(_config("electra", embedding_sharing="gdes").to_dict())
+        make_config("electra", embedding_sharing="tied")
+    again = ElectraConfig.from_dict(make_config("electra", embedding_sharing="gdes").to_dict())
     assert again.embedding_sharing == "gdes" and not again.untied_generator_embeddings
 
 
 def _gdes_model(objective="electra"):
-    model = _model(objective, embedding_sharing="gdes")
+    model = make_model(objective, embedding_sharing="gdes")
     delta = model.discriminator.embeddings.token_embedding
     assert isinstance(delta, DeltaEmbedding)
     # Starts at zero: the discriminator first reads exactly the generator's table.
@@ -116,7 +117,7 @@ def test_gdes_gradients_are_disentangled(objective):
     paths = {v.path for v in model.trainable_variables}
     assert e_gen.path in paths and e_delta.path in paths
     with tf.GradientTape(persistent=True) as tape:
-        out = _forward(model, _batch(), 1)
+        out = forward(model, make_batch(), 1)
     gen_on_delta = _dense_grad(tape.gradient(out["mlm_loss"], e_delta), e_delta)
     disc_on_gen = _dense_grad(tape.gradient(out["disc_loss"], e_gen), e_gen)
     assert not gen_on_delta.any() and not disc_on_gen.any()
@@ -127,7 +128,7 @@ def test_gdes_gradients_are_disentangled(objective):
 
 def test_gdes_model_dir_holds_the_merged_table(tmp_path):
     model, e_gen, e_delta = _gdes_model()
-    data = tf.data.Dataset.from_tensors(_batch()).repeat()
+    data = tf.data.Dataset.from_tensors(make_batch()).repeat()
     model.fit(data, steps_per_epoch=2, verbose=0, shuffle=False)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -138,7 +139,7 @@ def test_gdes_model_dir_holds_the_merged_table(tmp_path):
     np.testing.assert_allclose(encoder.embeddings.token_embedding.embeddings.numpy(),
                                e_gen.numpy() + e_delta.numpy(), rtol=1e-6, atol=1e-7)
     # The plain encoder computes what the trained discriminator computes.
-    batch = _batch(seed=3)
+    batch = make_batch(seed=3)
     np.testing.assert_allclose(encoder(batch).numpy(), model.discriminator(batch).numpy(),
                                rtol=1e-5, atol=1e-5)
 
@@ -147,12 +148,12 @@ def test_gdes_model_dir_holds_the_merged_table(tmp_path):
 @pytest.mark.parametrize("objective, extra", [("electric", {}),
                                               ("electra", {"embedding_sharing": "gdes"})])
 def test_mirrored_step_equals_single_device_step(objective, extra, mirrored_strategy):
-    single = _model(objective, **extra)
+    single = make_model(objective, **extra)
     weights = single.get_weights()
     with mirrored_strategy.scope():
-        mirrored = _model(objective, **extra)
+        mirrored = make_model(objective, **extra)
     mirrored.set_weights(weights)
-    data = tf.data.Dataset.from_tensor_slices(_batch(rows=16)).repeat().batch(8, drop_remainder=True)
+    data = tf.data.Dataset.from_tensor_slices(make_batch(rows=16)).repeat().batch(8, drop_remainder=True)
     a = single.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
     b = mirrored.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
     for name in ("loss", "mlm_loss", "disc_loss"):

@@ -11,11 +11,11 @@ import tensorflow as tf
 
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
-from test_objectives import SPECIAL, _batch, _config
+from objective_helpers import SPECIAL, make_batch, make_config, make_model
 
 
-def _model(fused, objective):
-    cfg = _config(objective, fused_kernels=fused, num_hidden_layers=2)
+def make_model(fused, objective):
+    cfg = make_config(objective, fused_kernels=fused, num_hidden_layers=2)
     model = ElectraPretrainer(cfg, SPECIAL)
     model.compile(optimizer=create_optimizer(cfg))
     return model
@@ -23,8 +23,8 @@ def _model(fused, objective):
 
 @pytest.mark.parametrize("objective", ["electra", "mlm"])
 def test_fused_and_plain_train_steps_agree(objective):
-    fused, plain = _model(True, objective), _model(False, objective)
-    batch = _batch(rows=6)
+    fused, plain = make_model(True, objective), make_model(False, objective)
+    batch = make_batch(rows=6)
     fused(batch)
     plain(batch)
     plain.set_weights(fused.get_weights())

@@ -13,64 +13,12 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.models.saving import ModelDirError, load_discriminator, save_pretrained
 from electra_tf.pretrain.saving import load_pretrainer
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer, metric_names
 
-PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
-SPECIAL = SpecialTokenIds(PAD, UNK, CLS, SEP, MASK)
-VOCAB = 60
-SEQ = 24
-
-
-def _config(objective, **kw):
-    values = dict(
-        vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=1,
-        num_attention_heads=2, intermediate_size=64, generator_hidden_size=0.5,
-        max_position_embeddings=32, max_seq_length=SEQ, mask_prob=0.25,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, learning_rate=1e-3,
-        num_warmup_steps=0, num_train_steps=100, objective=objective,
-        two_stage_mlm_steps=2 if objective == "two_stage" else 0,
-    )
-    values.update(kw)
-    return ElectraConfig(**values)
-
-
-def _batch(rows=8, seed=0):
-    """[CLS] a... [SEP] b... [SEP] with padding; ids 5..VOCAB-1."""
-    rng = np.random.default_rng(seed)
-    ids = np.zeros((rows, SEQ), np.int32)
-    segments = np.zeros_like(ids)
-    for r in range(rows):
-        n = int(rng.integers(12, SEQ - 2))
-        a = n // 2
-        body = rng.integers(5, VOCAB, size=n)
-        row = [CLS] + list(body[:a]) + [SEP] + list(body[a:]) + [SEP]
-        ids[r, :len(row)] = row
-        segments[r, a + 2:len(row)] = 1
-    return {"input_ids": tf.constant(ids), "input_mask": tf.constant((ids > 0).astype(np.int32)),
-            "segment_ids": tf.constant(segments)}
-
-
-def _model(objective, **kw):
-    cfg = _config(objective, **kw)
-    model = ElectraPretrainer(cfg, SPECIAL)
-    model.compile(optimizer=create_optimizer(cfg))
-    return model
-
-
-def _forward(model, batch, step=0, **kw):
-    return model.forward(batch, tf.constant([0, step], tf.int64), **kw)
-
-
-def _ce(logits, target):
-    z = np.asarray(logits, np.float64)
-    return -(z[target] - z.max() - np.log(np.exp(z - z.max()).sum()))
-
-
-def _sigmoid_ce(logit, label):
-    return max(logit, 0) - logit * label + math.log1p(math.exp(-abs(logit)))
+from objective_helpers import (MASK, SEQ, VOCAB, cross_entropy, forward, make_batch, make_config, make_model,
+                               sigmoid_cross_entropy)
 
 
 def _variable_paths(model):
@@ -79,7 +27,7 @@ def _variable_paths(model):
 
 # ----------------------------------------------------------------------- mlm
 def test_mlm_is_one_full_size_model_without_generator_or_discriminator():
-    model = _model("mlm")
+    model = make_model("mlm")
     assert model.generator is None and model.generator_head is None
     assert model.discriminator_head is None and model.copy_head is None
     paths = _variable_paths(model)
@@ -92,12 +40,12 @@ def test_mlm_is_one_full_size_model_without_generator_or_discriminator():
 
 
 def test_mlm_uses_the_bert_split_and_its_loss_covers_masked_positions_only():
-    model = _model("mlm")
-    batch = _batch(rows=64)
+    model = make_model("mlm")
+    batch = make_batch(rows=64)
     ids = batch["input_ids"].numpy()
     counts = {"mask": 0, "random": 0, "kept": 0}
     for step in range(8):
-        out = _forward(model, batch, step)
+        out = forward(model, batch, step)
         w = out["masked_weights"].numpy() > 0
         pos = out["masked_positions"].numpy()
         seen = np.take_along_axis(out["masked_input_ids"].numpy(), pos, axis=1)[w]
@@ -111,53 +59,53 @@ def test_mlm_uses_the_bert_split_and_its_loss_covers_masked_positions_only():
     assert abs(counts["random"] / total - 0.1 * 59 / 60) < 0.03, counts
     assert abs(counts["kept"] / total - (0.1 + 0.1 / 60)) < 0.03, counts
 
-    out = _forward(model, _batch(), 3)
+    out = forward(model, make_batch(), 3)
     logits, w = out["mlm_logits"].numpy(), out["masked_weights"].numpy()
     assert logits.shape == (8, model.config.predictions_per_seq, VOCAB)
     # The logits are the full-size network's MLM head on the corrupted input.
     hidden = model.discriminator({"input_ids": out["masked_input_ids"],
-                                  "input_mask": _batch()["input_mask"],
-                                  "segment_ids": _batch()["segment_ids"]})
+                                  "input_mask": make_batch()["input_mask"],
+                                  "segment_ids": make_batch()["segment_ids"]})
     np.testing.assert_allclose(
         model.mlm_head(hidden, mask_positions=out["masked_positions"]).numpy(), logits,
         rtol=1e-5, atol=1e-5)
     orig = out["masked_original_ids"].numpy()
-    want = sum(_ce(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    want = sum(cross_entropy(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
     assert float(out["loss"]) == float(out["mlm_loss"]) == pytest.approx(want, rel=1e-5)
 
 
 # ---------------------------------------------------------------- electra_15
 def test_electra_15_discriminator_loss_covers_masked_positions_only():
-    model = _model("electra_15")
+    model = make_model("electra_15")
     # Untrained logits are ~0, where every position's loss is ~log 2 whatever its
     # label; a bias of 3 makes replaced (masked) and original positions differ.
     model.discriminator_head.dense_prediction.bias.assign([3.0])
-    out = _forward(model, _batch(), 1)
+    out = forward(model, make_batch(), 1)
     logits, labels = out["disc_logits"].numpy(), out["disc_labels"].numpy()
     pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy()
-    terms = [_sigmoid_ce(logits[b, pos[b, p]], labels[b, pos[b, p]]) for b, p in zip(*np.nonzero(w))]
+    terms = [sigmoid_cross_entropy(logits[b, pos[b, p]], labels[b, pos[b, p]]) for b, p in zip(*np.nonzero(w))]
     assert float(out["disc_loss"]) == pytest.approx(sum(terms) / len(terms), rel=1e-5)
     # Not the all-token mean that electra computes.
-    mask = _batch()["input_mask"].numpy()
-    every = np.mean([_sigmoid_ce(logits[b, t], labels[b, t]) for b, t in zip(*np.nonzero(mask))])
+    mask = make_batch()["input_mask"].numpy()
+    every = np.mean([sigmoid_cross_entropy(logits[b, t], labels[b, t]) for b, t in zip(*np.nonzero(mask))])
     assert float(out["disc_loss"]) != pytest.approx(every, rel=0.5)
     gen = float(out["mlm_loss"])
     assert float(out["loss"]) == pytest.approx(gen + 50.0 * sum(terms) / len(terms), rel=1e-5)
     # Same networks and draws as electra: only the loss weights differ.
-    electra = _model("electra")
+    electra = make_model("electra")
     electra.set_weights(model.get_weights())
-    ref = _forward(electra, _batch(), 1)
+    ref = forward(electra, make_batch(), 1)
     np.testing.assert_array_equal(ref["disc_input_ids"].numpy(), out["disc_input_ids"].numpy())
     np.testing.assert_allclose(ref["disc_logits"].numpy(), logits, rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------- replace_mlm
 def test_replace_mlm_input_has_no_mask_token_and_predicts_the_originals():
-    model = _model("replace_mlm")
-    batch = _batch(rows=64)
+    model = make_model("replace_mlm")
+    batch = make_batch(rows=64)
     ids = batch["input_ids"].numpy()
     for step in range(3):
-        out = _forward(model, batch, step)
+        out = forward(model, batch, step)
         seen = out["model_input_ids"].numpy()
         # An untrained generator over 60 tokens would sample [MASK] in ~96% of
         # such batches; it is never allowed to.
@@ -172,9 +120,9 @@ def test_replace_mlm_input_has_no_mask_token_and_predicts_the_originals():
     assert model.discriminator_head is None and model.copy_head is None
     logits, orig = out["mlm_logits"].numpy(), out["masked_original_ids"].numpy()
     w = out["masked_weights"].numpy()
-    mlm = sum(_ce(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    mlm = sum(cross_entropy(logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
     gen_logits = out["gen_logits"].numpy()
-    gen = sum(_ce(gen_logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
+    gen = sum(cross_entropy(gen_logits[b, p], orig[b, p]) for b, p in zip(*np.nonzero(w))) / w.sum()
     assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
     assert float(out["gen_loss"]) == pytest.approx(gen, rel=1e-5)
     assert float(out["loss"]) == pytest.approx(gen + mlm, rel=1e-5)
@@ -182,9 +130,9 @@ def test_replace_mlm_input_has_no_mask_token_and_predicts_the_originals():
 
 # ------------------------------------------------------------ all_tokens_mlm
 def test_all_tokens_mlm_loss_is_the_copy_mixture_over_every_token():
-    model = _model("all_tokens_mlm")
-    batch = _batch()
-    out = _forward(model, batch, 2)
+    model = make_model("all_tokens_mlm")
+    batch = make_batch()
+    out = forward(model, batch, 2)
     seen = out["model_input_ids"].numpy()
     assert not (seen == MASK).any()
     hidden = model.discriminator({"input_ids": out["model_input_ids"],
@@ -210,9 +158,9 @@ def test_all_tokens_mlm_loss_is_the_copy_mixture_over_every_token():
 def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm():
     # No weight decay, so untouched variables stay bit-identical (AdamW's
     # decoupled decay would otherwise shrink them by lr * wd per step).
-    model = _model("two_stage", weight_decay_rate=0.0)
+    model = make_model("two_stage", weight_decay_rate=0.0)
     assert model.config.two_stage_mlm_steps == 2
-    data = tf.data.Dataset.from_tensors(_batch()).repeat()
+    data = tf.data.Dataset.from_tensors(make_batch()).repeat()
     # Variables by role; the token/position/segment tables are shared by all
     # networks (their paths start with whichever network was built first).
     groups = {
@@ -231,7 +179,7 @@ def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm(
         return {k: any(not np.array_equal(a, b) for a, b in zip(before[k], after[k])) for k in before}
 
     start = snapshot()
-    out = _forward(model, _batch(), 0)
+    out = forward(model, make_batch(), 0)
     assert float(out["disc_loss"]) == 0.0 and float(out["loss"]) == float(out["mlm_loss"])
     model.fit(data, steps_per_epoch=2, epochs=1, verbose=0, shuffle=False)
     after_mlm = snapshot()
@@ -241,14 +189,14 @@ def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm(
                                          "mlm_head": True, "embeddings": True}
     # From step 2 on it is electra, starting from the MLM-trained encoder: an
     # electra model given these weights computes the same step.
-    out = _forward(model, _batch(), 2)
+    out = forward(model, make_batch(), 2)
     assert float(out["disc_loss"]) > 0
-    electra = _model("electra", weight_decay_rate=0.0)
+    electra = make_model("electra", weight_decay_rate=0.0)
     electra.discriminator.set_weights(model.discriminator.get_weights())
     electra.discriminator_head.set_weights(model.discriminator_head.get_weights())
     electra.generator.set_weights(model.generator.get_weights())
     electra.generator_head.set_weights(model.generator_head.get_weights())
-    ref = _forward(electra, _batch(), 2)
+    ref = forward(electra, make_batch(), 2)
     for key in ("loss", "mlm_loss", "disc_loss", "disc_logits"):
         np.testing.assert_allclose(out[key].numpy(), ref[key].numpy(), rtol=1e-5, atol=1e-6)
     history = model.fit(data, steps_per_epoch=1, epochs=1, verbose=0, shuffle=False).history
@@ -258,20 +206,20 @@ def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm(
 
 def test_two_stage_needs_its_step_count():
     with pytest.raises(ValueError, match="two_stage_mlm_steps"):
-        _config("two_stage", two_stage_mlm_steps=0)
+        make_config("two_stage", two_stage_mlm_steps=0)
 
 
 # --------------------------------------------------------------- adversarial
 def test_adversarial_generator_loss_is_reinforce_on_the_discriminator_loss():
-    model = _model("adversarial")
-    out = _forward(model, _batch(), 4)
+    model = make_model("adversarial")
+    out = forward(model, make_batch(), 4)
     logits, labels = out["disc_logits"].numpy(), out["disc_labels"].numpy()
     pos, w = out["masked_positions"].numpy(), out["masked_weights"].numpy()
     gen_logits, sampled = out["mlm_logits"].numpy(), out["sampled_ids"].numpy()
     slots = list(zip(*np.nonzero(w)))
-    rewards = {s: _sigmoid_ce(logits[s[0], pos[s]], labels[s[0], pos[s]]) for s in slots}
+    rewards = {s: sigmoid_cross_entropy(logits[s[0], pos[s]], labels[s[0], pos[s]]) for s in slots}
     baseline = np.mean(list(rewards.values()))
-    reinforce = sum((rewards[s] - baseline) * _ce(gen_logits[s], sampled[s]) for s in slots) / len(slots)
+    reinforce = sum((rewards[s] - baseline) * cross_entropy(gen_logits[s], sampled[s]) for s in slots) / len(slots)
     # loss = gen_weight * REINFORCE + disc_weight * disc_loss; the MLM loss is only reported.
     assert float(out["loss"]) == pytest.approx(reinforce + 50.0 * float(out["disc_loss"]), rel=1e-4)
 
@@ -282,7 +230,7 @@ def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
     from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights
     from electra_tf.models import build_encoder
 
-    model = _model(objective)
+    model = make_model(objective)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                                + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
@@ -299,14 +247,14 @@ def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
     encoder = build_encoder(cfg)
     encoder.build({k: (None, SEQ) for k in ("input_ids", "input_mask", "segment_ids")})
     load_encoder_weights(encoder, weights)
-    batch = _batch()
+    batch = make_batch()
     np.testing.assert_allclose(encoder(batch).numpy(), model.discriminator(batch).numpy(),
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(ModelDirError, match="no replaced-token head"):
         load_discriminator(out_dir)
     again = load_pretrainer(out_dir)
-    np.testing.assert_allclose(_forward(again, batch)["loss"].numpy(),
-                               _forward(model, batch)["loss"].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(forward(again, batch)["loss"].numpy(),
+                               forward(model, batch)["loss"].numpy(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("objective", ["all_tokens_mlm", "two_stage"])
@@ -314,13 +262,13 @@ def test_mirrored_step_equals_single_device_step(objective, mirrored_strategy):
     # Global-batch denominators and counter-based draws: 2 replicas == 1 device,
     # for a copy-mixture loss over all tokens, and across two_stage's switch
     # (step 1 is MLM, step 2 ELECTRA).
-    single = _model(objective, two_stage_mlm_steps=1) if objective == "two_stage" else _model(objective)
+    single = make_model(objective, two_stage_mlm_steps=1) if objective == "two_stage" else make_model(objective)
     weights = single.get_weights()
     with mirrored_strategy.scope():
-        mirrored = (_model(objective, two_stage_mlm_steps=1) if objective == "two_stage"
-                    else _model(objective))
+        mirrored = (make_model(objective, two_stage_mlm_steps=1) if objective == "two_stage"
+                    else make_model(objective))
     mirrored.set_weights(weights)
-    data = tf.data.Dataset.from_tensor_slices(_batch(rows=16)).repeat().batch(8, drop_remainder=True)
+    data = tf.data.Dataset.from_tensor_slices(make_batch(rows=16)).repeat().batch(8, drop_remainder=True)
     a = single.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
     b = mirrored.fit(data, epochs=2, steps_per_epoch=1, verbose=0, shuffle=False).history
     assert set(a) == set(metric_names(objective))
@@ -328,3 +276,18 @@ def test_mirrored_step_equals_single_device_step(objective, mirrored_strategy):
         np.testing.assert_allclose(b[name], a[name], rtol=1e-5)
     for x, y in zip(single.get_weights(), mirrored.get_weights()):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+
+
+def test_the_discriminator_loss_sends_no_gradient_into_the_generator():
+    # ELECTRA trains the generator by maximum likelihood only: the replaced-token loss
+    # reaches the generator's own layers through nothing (the embeddings are shared and
+    # do get it). The MLM loss does reach them, so the check sees a gradient that exists.
+    model = make_model("electra")
+    generator_vars = [v for layer in model.generator.transformer_layers for v in layer.trainable_variables]
+    assert generator_vars
+    with tf.GradientTape(persistent=True) as tape:
+        out = forward(model, make_batch(), training=True)
+    from_disc = tape.gradient(out["disc_loss"], generator_vars)
+    from_mlm = tape.gradient(out["mlm_loss"], generator_vars)
+    assert all(g is None or not np.any(tf.convert_to_tensor(g).numpy()) for g in from_disc)
+    assert max(np.abs(tf.convert_to_tensor(g).numpy()).max() for g in from_mlm if g is not None) > 0
