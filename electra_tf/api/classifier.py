@@ -182,7 +182,9 @@ class ElectraClassifier(keras.Model):
         if isinstance(x, (list, tuple)) and not (len(x) == 2 and isinstance(x[0], (list, tuple))):
             x = tf.data.Dataset.from_tensor_slices(tf.constant(list(x), tf.string)).batch(batch_size)
         elif isinstance(x, tuple):
-            x = tf.data.Dataset.from_tensor_slices(tuple(tf.constant(list(t), tf.string) for t in x)).batch(batch_size)
+            pairs = tf.data.Dataset.from_tensor_slices(tuple(tf.constant(list(t), tf.string) for t in x))
+            # ((first, second),): Keras reads a 2-tuple element as (x, y).
+            x = pairs.batch(batch_size).map(lambda first, second: ((first, second),))
         kwargs.setdefault("verbose", 0)
         out = super().predict(x, **kwargs)
         return out if self.regression else tf.nn.softmax(out, -1).numpy()

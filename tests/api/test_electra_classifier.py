@@ -165,3 +165,53 @@ def test_mean_pooling_classifier_serves_as_it_predicts(run_dir, reviews, tmp_pat
     clf = ElectraClassifier.from_pretrained(str(run_dir), num_classes=3, sequence_length=20, pooling="mean")
     served = Predictor(clf.save(str(tmp_path / "mean"))).predict_arrays(texts[:6])["probabilities"]
     np.testing.assert_allclose(served, clf.predict(texts[:6]), atol=1e-5)
+
+
+def test_more_bad_arguments_are_one_line(run_dir, tmp_path):
+    from electra_tf import ElectraClassifier
+    from electra_tf.api import ApiError
+    from electra_tf.export import export
+    from electra_tf.predict import PredictError, Predictor
+
+    with pytest.raises(ApiError, match=r"^num_classes=3 but 2 labels; pass one of them$"):
+        ElectraClassifier.from_pretrained(str(run_dir), num_classes=3, labels=["a", "b"])
+    with pytest.raises(ApiError, match=r"^labels=\['a', 'a'\]: a classifier needs at least two distinct labels$"):
+        ElectraClassifier.from_pretrained(str(run_dir), labels=["a", "a"])
+    with pytest.raises(ApiError, match=r"^sequence_length=512 exceeds the model's max_position_embeddings 64; lower it$"):
+        ElectraClassifier.from_pretrained(str(run_dir), num_classes=2, sequence_length=512)
+    regression = ElectraClassifier.from_pretrained(str(run_dir), regression=True, sequence_length=16)
+    assert regression.predict(["a good film"]).shape == (1,)
+    with pytest.raises(ApiError, match=r"^predict_labels\(\) is for classes; a regression's predict\(\) returns"):
+        regression.predict_labels(["a good film"])
+    saved = regression.save(str(tmp_path / "reg"))
+    export(saved, str(tmp_path / "serving" / "1"), kind="classifier")
+    with pytest.raises(ApiError, match=r"serving/1 is an exported SavedModel, which serves but cannot be trained "
+                                       r"further; load it with electra_tf.predict.Predictor"):
+        ElectraClassifier.from_pretrained(str(tmp_path / "serving" / "1"))
+    scores = Predictor(str(tmp_path / "serving" / "1")).predict(["a good film", "bad"])
+    assert [p.label for p in scores] == [None, None] and all(isinstance(p.score, float) for p in scores)
+    with pytest.raises(PredictError, match=r"^this model takes single texts, not pairs; leave out pairs$"):
+        Predictor(saved).predict(["a"], pairs=["b"])
+    export(str(run_dir), str(tmp_path / "disc" / "1"), kind="discriminator")
+    with pytest.raises(PredictError, match=r"disc/1 is a discriminator SavedModel \(per-token scores\); score it with "
+                                           r"electra_tf.scoring.Scorer, or export a fine-tuned seed_<n>/ with --kind "
+                                           r"classifier"):
+        Predictor(str(tmp_path / "disc" / "1"))
+
+
+def test_pair_classifier_predicts_pairs_as_served(run_dir, tmp_path):
+    from electra_tf import ElectraClassifier
+    from electra_tf.predict import PredictError, Predictor
+
+    clf = ElectraClassifier.from_pretrained(str(run_dir), labels=["no", "yes"], sequence_length=16, pair=True)
+    first, second = ["the cat sat on the mat", "a dog ran"], ["the cat is on the mat", "nothing ran"]
+    probs = clf.predict((first, second))
+    predictor = Predictor(clf.save(str(tmp_path / "pair")))
+    assert predictor.pair
+    np.testing.assert_allclose([p.probabilities["yes"] for p in predictor.predict(first, second)], probs[:, 1],
+                               atol=1e-5)
+    with pytest.raises(PredictError, match=r"^this model takes text pairs: pass pairs=\[\.\.\.\] \(one second text "
+                                           r"per text\)$"):
+        predictor.predict(first)
+    with pytest.raises(PredictError, match=r"^2 texts but 1 pairs; pass one second text per text$"):
+        predictor.predict(first, second[:1])
