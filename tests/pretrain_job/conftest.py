@@ -7,9 +7,6 @@ than learned, to keep the fixture under a few seconds.
 import collections
 import os
 import re
-import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -67,32 +64,3 @@ def job_args(job_data):
         ]
 
     return make
-
-
-def subprocess_env(**extra):
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop("TF_CONFIG", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def kill_group(proc):
-    """Kills a test-started process (its own session) and reaps it."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def start(args, env=None, **kwargs):
-    """Starts python -m electra_tf.pretrain in its own process group."""
-    return subprocess.Popen([sys.executable, "-m", "electra_tf.pretrain", *args],
-                            env=env or subprocess_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **kwargs)

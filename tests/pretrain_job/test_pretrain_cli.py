@@ -14,7 +14,7 @@ import pytest
 from electra_tf.pretrain.__main__ import parse_args, run_cli
 from electra_tf.pretrain.run import run_pretraining
 
-from conftest import subprocess_env
+from job_helpers import subprocess_env
 
 
 def _events(directory):

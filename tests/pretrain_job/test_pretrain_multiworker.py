@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import kill_group, start, subprocess_env
+from job_helpers import kill_group, start, subprocess_env
 
 
 def test_two_workers_on_loopback(tmp_path, job_args, free_ports):

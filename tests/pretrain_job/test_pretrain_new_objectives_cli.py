@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import subprocess_env
+from job_helpers import subprocess_env
 
 
 @pytest.mark.parametrize("override", ["objective=electric", "embedding_sharing=gdes"])

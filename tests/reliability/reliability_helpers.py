@@ -1,7 +1,7 @@
 """Shared by the fault-injection and bad-input tests: processes, their output, data.
 
 The pre-training job helpers (vocabulary, shards, `start`, `kill_group`) are
-those of tests/pretrain_job/conftest.py, loaded here under their own module
+those of tests/pretrain_job/conftest.py and job_helpers.py, loaded here under their own module
 name so both folders use one copy.
 """
 
@@ -19,6 +19,9 @@ from typing import Callable, List
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTS = REPO_ROOT / "tests"
+# Seed of the kill -9 tests' random kill steps: fixed, so a failure reproduces (change it to
+# try other steps).
+KILL_SEED = 20261125
 SST2_DIR = REPO_ROOT.parent / "shared" / "data" / "glue" / "SST-2"
 
 
@@ -32,11 +35,13 @@ def _load(name: str, path: Path):
     return module
 
 
-# tests/pretrain_job/conftest.py: job_data / job_args fixtures, start(), kill_group(), subprocess_env()
-pretrain_job = _load("pretrain_job_helpers", TESTS / "pretrain_job" / "conftest.py")
-start_pretrain = pretrain_job.start
-kill_group = pretrain_job.kill_group
-subprocess_env = pretrain_job.subprocess_env
+# tests/pretrain_job: job_data / job_args fixtures (conftest.py), start(), kill_group(), subprocess_env()
+# (job_helpers.py)
+pretrain_job = _load("pretrain_job_conftest", TESTS / "pretrain_job" / "conftest.py")
+_job_helpers = _load("pretrain_job_helpers", TESTS / "pretrain_job" / "job_helpers.py")
+start_pretrain = _job_helpers.start
+kill_group = _job_helpers.kill_group
+subprocess_env = _job_helpers.subprocess_env
 # tests/export/export_helpers.py: a tiny model directory and its vocabulary
 export_helpers = _load("export_helpers_for_reliability", TESTS / "export" / "export_helpers.py")
 

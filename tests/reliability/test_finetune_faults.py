@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from reliability_helpers import SST2_DIR, TESTS, Output, _load, start_module, step_reached
+from reliability_helpers import KILL_SEED, SST2_DIR, TESTS, Output, _load, start_module, step_reached
 
 SAVE_EVERY = 5
 TOTAL = 40  # 320 examples / batch 8, one epoch
@@ -58,7 +58,7 @@ def test_sigkill_at_random_step_then_resume_gives_the_uninterrupted_result(tmp_p
     assert reference.finish(300) == 0, reference.text()[-3000:]
 
     out_dir = tmp_path / "killed"
-    kill_at = random.Random().randint(SAVE_EVERY + 1, TOTAL - 3)
+    kill_at = random.Random(KILL_SEED).randint(SAVE_EVERY + 1, TOTAL - 3)
     killed = Output(start_module("electra_tf.finetune", _args(model_files, out_dir)))
     killed.wait_for(step_reached(kill_at), 300, f"step {kill_at}")
     os.killpg(killed.proc.pid, signal.SIGKILL)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from reliability_helpers import (Output, error_lines, kill_group, start_pretrain, step_reached,
+from reliability_helpers import (KILL_SEED, Output, error_lines, kill_group, start_pretrain, step_reached,
                                  subprocess_env)
 
 TRAIN_STEPS = 24
@@ -61,7 +61,7 @@ def _kill_one(outs, victim, kill_at, model_dir):
 @pytest.mark.slow
 def test_killed_worker_fails_the_survivor_in_bounded_time_and_both_resume(tmp_path, job_args,
                                                                        free_ports):
-    rng = random.Random()
+    rng = random.Random(KILL_SEED)
     model_dir = tmp_path / "run"
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     args = job_args(model_dir, "--strategy", "multi_worker", "--train_steps", str(TRAIN_STEPS),

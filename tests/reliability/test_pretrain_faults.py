@@ -1,8 +1,7 @@
 """Pre-training under faults: SIGKILL at random steps, a NaN loss, an output directory
 that stops taking writes, corrupted and truncated shards.
 
-The single-kill resume is tests/pretrain_job/test_pretrain_resume.py; here a run
-is killed twice (the second time after it already resumed once) and the final
+A run is killed twice (the second time after it already resumed once) and the final
 checkpoint is loaded back.
 """
 
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 from electra_tf.pretrain.__main__ import parse_args, run_cli
-from reliability_helpers import (STEP_RE, Output, error_lines, is_root, lr_schedule, snapshot,
+from reliability_helpers import (KILL_SEED, STEP_RE, Output, error_lines, is_root, lr_schedule, snapshot,
                                  start_pretrain, step_reached)
 
 SAVE_EVERY = 4
@@ -50,7 +49,7 @@ def _lrs(text):
 
 @pytest.mark.slow
 def test_sigkill_twice_at_random_steps_then_resume_exactly(tmp_path, job_args, job_data):
-    rng = random.Random()
+    rng = random.Random(KILL_SEED)
     model_dir = tmp_path / "run"
     args = job_args(model_dir, "--train_steps", str(TRAIN_STEPS), "--save_every", str(SAVE_EVERY),
                     "--log_every", "1", "--keep_checkpoints", "2", "--strategy", "cpu")
