@@ -174,7 +174,7 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None,
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise StrategyError(
             f"no TPU reachable with --tpu={target} ({first}); on a Colab TPU runtime or a TPU VM use "
-            f"--tpu local with tensorflow-tpu installed (scripts/colab_tpu.md), else pick another --strategy"
+            f"--tpu local with tensorflow-tpu installed (docs/colab_tpu.md), else pick another --strategy"
         ) from None
     return strategy, name, f"TPUStrategy ({target}), {strategy.num_replicas_in_sync} cores"
 

@@ -1,4 +1,4 @@
-"""scripts/reference_check.py: the numpy masking rule against ours, and a short
+"""scripts/reference/reference_check.py: the numpy masking rule against ours, and a short
 side-by-side run of our pre-trainer and the Hugging Face reference."""
 
 import collections
@@ -13,15 +13,21 @@ import sys
 import numpy as np
 import pytest
 
-SCRIPT = "scripts/reference_check.py"
+SCRIPT = "scripts/reference/reference_check.py"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 HAVE_HF = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
 
 def _load_script(repo_root):
-    spec = importlib.util.spec_from_file_location("reference_check", repo_root / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # As `python scripts/reference/reference_check.py` runs it: its folder (reference_lib) on the path.
+    folder = str((repo_root / SCRIPT).parent)
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location("reference_check", repo_root / SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
     return module
 
 

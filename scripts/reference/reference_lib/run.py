@@ -105,7 +105,7 @@ def train_both(args, config, special) -> Dict:
           flush=True)
     print(f"seconds per step: tf {timing['tf']:.3f}, torch {timing['torch']:.3f}", flush=True)
     result = {
-        "command": "python scripts/reference_check.py " + " ".join(sys.argv[1:]),
+        "command": "python scripts/reference/reference_check.py " + " ".join(sys.argv[1:]),
         "settings": vars(args),
         "config": config.to_dict(),
         "special_token_ids": dict(zip(("pad", "unk", "cls", "sep", "mask"),

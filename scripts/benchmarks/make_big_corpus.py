@@ -1,8 +1,8 @@
 """Writes a large pre-training corpus by repeating the shared corpus in shuffled document order.
 
-    python scripts/make_big_corpus.py --output /tmp/big/corpus.txt --size_mb 100 [--seed 0]
-    python scripts/make_big_corpus.py --output /tmp/big/corpus.txt.gz --size_mb 100   # gzip'd
-    python scripts/make_big_corpus.py --output /tmp/big/parts --num_files 8 --size_mb 100  # a folder
+    python scripts/benchmarks/make_big_corpus.py --output /tmp/big/corpus.txt --size_mb 100 [--seed 0]
+    python scripts/benchmarks/make_big_corpus.py --output /tmp/big/corpus.txt.gz --size_mb 100   # gzip'd
+    python scripts/benchmarks/make_big_corpus.py --output /tmp/big/parts --num_files 8 --size_mb 100  # a folder
 
 With --num_files N the output is a new directory of N files (part-00000.txt, ...), cut at
 document boundaries, about equal in size: the layout the google-research/electra builder
@@ -12,7 +12,7 @@ Input: the shared corpus (`../shared/data/corpus/*.txt` next to the repository, 
 one sentence or paragraph per line, a blank line between documents. Output: the same layout,
 with every pass over the documents in a new seeded random order, until the file holds at least
 --size_mb megabytes of text (10^6 bytes, uncompressed). The same seed and size give the same
-file. Used to measure the data tools at corpus scale (scripts/benchmark_data.py); the text is
+file. Used to measure the data tools at corpus scale (scripts/benchmarks/benchmark_data.py); the text is
 the shared corpus's, so its vocabulary (distinct words) is that of the small corpus.
 """
 
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import List
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CORPUS = str(REPO.parent / "shared" / "data" / "corpus" / "*.txt")
 
 

@@ -1,8 +1,8 @@
 """Benchmarks one ELECTRA pre-training step, beside the TF Model Garden peer.
 
     # ours vs Model Garden, ELECTRA-Small, seq 128, batch 32, fp32, no XLA:
-    bash scripts/setup_model_garden_peer.sh            # once: .venv-model-garden/
-    python scripts/benchmark_pretrain.py --config small --seq 128 --batch 32 \
+    bash scripts/benchmarks/setup_model_garden_peer.sh            # once: .venv-model-garden/
+    python scripts/benchmarks/benchmark_pretrain.py --config small --seq 128 --batch 32 \
         --steps 5 --rounds 4 --json runs/bench_small.json
     # options: --xla, --mixed_precision (bf16), --no_peer, --data_rss, --peak_only,
     #          --peak_n, --spec_peak_tflops
@@ -14,7 +14,7 @@ warm-up), examples/s and tokens/s, the analytic train FLOPs per step
 FLOP/s and its fraction of this machine's matmul peak, measured here with
 `tf.linalg.matmul` (fp32 on CPU, bf16 on GPU), and peak RSS.
 
-Both sides run as long-lived worker processes (scripts/model_garden_step.py):
+Both sides run as long-lived worker processes (scripts/benchmarks/model_garden_step.py):
 ours in this interpreter's venv, the peer in its own TF 2.20 venv. After both
 are warm, they take turns, `--steps` steps each, for `--rounds` rounds (the
 order flips every round), so that load from other processes on a shared
@@ -39,11 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "data" / "corpus"
 DEFAULT_PEER_PYTHON = REPO / ".venv-model-garden" / "bin" / "python"
-WORKER = REPO / "scripts" / "model_garden_step.py"
+WORKER = Path(__file__).resolve().parent / "model_garden_step.py"
 
 
 # ------------------------------------------------------------------ peak
@@ -309,7 +308,7 @@ def main(argv=None):
         print(f"ours ready: {workers[-1].info}", file=sys.stderr)
     if args.peer:
         if not Path(args.peer_python).exists():
-            raise SystemExit(f"{args.peer_python} not found: run bash scripts/setup_model_garden_peer.sh "
+            raise SystemExit(f"{args.peer_python} not found: run bash scripts/benchmarks/setup_model_garden_peer.sh "
                              "first, or pass --no_peer")
         workers.append(Worker("model_garden", args.peer_python, spec, args.warmup))
         print(f"model_garden ready: {workers[-1].info}", file=sys.stderr)

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Fetches google-research/electra's pre-training data builder into a git-ignored folder, so that
-# scripts/benchmark_data.py can run it beside ours on the same corpus.
+# scripts/benchmarks/benchmark_data.py can run it beside ours on the same corpus.
 #
 # Copies build_pretraining_dataset.py and the two modules it imports (model/tokenization.py,
 # util/utils.py), unmodified, at a pinned commit. They run in the project's venv
 # (tensorflow.compat.v1 and six are there). Needs network access (or a local clone), once.
 #
-# Usage: bash scripts/setup_reference_builder.sh [DIR]
+# Usage: bash scripts/benchmarks/setup_reference_builder.sh [DIR]
 #   DIR defaults to .reference/electra (ignored by .gitignore's `/.reference/`).
 #   ELECTRA_GIT_URL  where to clone from (default https://github.com/google-research/electra.git;
 #                    a path to a local clone works too).
 #   ELECTRA_COMMIT   commit to copy (default: 8a46635f, the repository's latest, June 2021).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEST="${1:-$ROOT/.reference/electra}"
 URL="${ELECTRA_GIT_URL:-https://github.com/google-research/electra.git}"
 COMMIT="${ELECTRA_COMMIT:-8a46635f32083ada044d7e9ad09604742600ee7b}"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Creates the git-ignored venv holding the TF Model Garden peer for
-# scripts/benchmark_pretrain.py --peer.
+# scripts/benchmarks/benchmark_pretrain.py --peer.
 #
 # tf-models-official 2.20 pins tensorflow~=2.20.0 and runs on tf_keras (Keras 2),
 # so it cannot share the project's TF 2.21 / Keras 3 venv: it gets its own.
 #
-# Usage: bash scripts/setup_model_garden_peer.sh [VENV_DIR]
+# Usage: bash scripts/benchmarks/setup_model_garden_peer.sh [VENV_DIR]
 #   VENV_DIR defaults to .venv-model-garden (ignored by .gitignore's `.venv-*/`).
 #   PYTHON selects the interpreter (default: python3.11, else python3).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${1:-$ROOT/.venv-model-garden}"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 

@@ -1,10 +1,10 @@
 """One side of the side-by-side benchmark: a pre-training step of a model.
 
 Two roles, one protocol (JSON lines on stdin/stdout, driven by
-scripts/benchmark_pretrain.py):
+scripts/benchmarks/benchmark_pretrain.py):
 
 - `--side model_garden` (run inside the peer venv, see
-  scripts/setup_model_garden_peer.sh): the TF Model Garden ELECTRA pre-trainer
+  scripts/benchmarks/setup_model_garden_peer.sh): the TF Model Garden ELECTRA pre-trainer
   (tf-models-official, TF 2.20, tf_keras), built as its own task builds it
   (`ElectraPretrainTask(config).build_model()`), trained with the task's own
   `train_step` and `build_losses`, masking done in the data as it expects;

@@ -1,10 +1,10 @@
 """Benchmarks data preparation at corpus scale: vocabulary learning, and the shard builder with
 1 and 2 processes, beside google-research/electra's builder when it is set up.
 
-    python scripts/benchmark_data.py --out_dir /tmp/electra_data_bench
-    bash scripts/setup_reference_builder.sh   # once, to add the reference builder's row
+    python scripts/benchmarks/benchmark_data.py --out_dir /tmp/electra_data_bench
+    bash scripts/benchmarks/setup_reference_builder.sh   # once, to add the reference builder's row
 
-Corpora (written by scripts/make_big_corpus.py into --out_dir unless they exist): the shared
+Corpora (written by scripts/benchmarks/make_big_corpus.py into --out_dir unless they exist): the shared
 corpus repeated in shuffled document order, --size_mb MB (default 100) as a directory of
 --num_files files (the layout the reference builder reads and parallelises over), and a
 --small_mb corpus (default 10) to show that peak memory does not grow with the corpus.
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import List
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / ".reference" / "electra" / "build_pretraining_dataset.py"
 
 
@@ -166,9 +166,9 @@ def main() -> None:
 
     wanted = [int(p) for p in args.reference_processes.split(",") if p.strip()]
     if wanted and not REFERENCE.exists():
-        results["reference_skipped"] = "not set up: run bash scripts/setup_reference_builder.sh"
+        results["reference_skipped"] = "not set up: run bash scripts/benchmarks/setup_reference_builder.sh"
         print(f"reference builder skipped: {REFERENCE.relative_to(REPO)} is missing; "
-              f"set it up with: bash scripts/setup_reference_builder.sh", file=sys.stderr)
+              f"set it up with: bash scripts/benchmarks/setup_reference_builder.sh", file=sys.stderr)
     elif wanted:
         for processes in wanted:
             row = bench_reference(large, vocab, out, processes, args.max_seq_length, one["corpus_tokens"])

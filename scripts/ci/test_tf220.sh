@@ -2,12 +2,12 @@
 # Builds a TensorFlow 2.20 virtualenv (tensorflow 2.20 + tensorflow-text 2.20 +
 # keras-hub) with this package installed, and runs the test suite there.
 #
-#   bash scripts/test_tf220.sh [VENV_DIR] [pytest args...]
+#   bash scripts/ci/test_tf220.sh [VENV_DIR] [pytest args...]
 #   (default VENV_DIR: .venv-tf220; default pytest args: tests -q -n 2)
 #
 # The 2.20 line is the one tensorflow-tpu exists for (Colab TPU runtime).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VENV="${1:-.venv-tf220}"
 shift || true
 PYTHON="${PYTHON:-python3}"

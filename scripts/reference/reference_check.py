@@ -7,7 +7,7 @@ the same batches of the same shards, and prints both side by side every
 (both over the last window of steps, computed the same way for both), the
 share of real tokens the discriminator sees replaced, and the learning rate.
 
-    python scripts/reference_check.py --config configs/tiny.json \
+    python scripts/reference/reference_check.py --config configs/tiny.json \
         --data_dir SHARDS --vocab_file VOCAB --steps 300 --log_every 50 \
         --override vocab_size=N --output runs/refcheck/results.json
 
@@ -60,16 +60,15 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference_lib, also when loaded by file path
-
-from electra_tf.config import ConfigError, ElectraConfig  # noqa: E402
-from electra_tf.data import manifest as mf  # noqa: E402
-from electra_tf.data.errors import DataError  # noqa: E402
-from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids  # noqa: E402
+from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.data import manifest as mf
+from electra_tf.data.errors import DataError
+from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
+# reference_lib sits beside this script (Python puts the script's folder on sys.path).
 # The numpy rules are imported from here by tests/study/test_reference_check.py.
-from reference_lib.rules import CheckError, mask_batch, prediction_counts, rank_auc  # noqa: E402,F401
+from reference_lib.rules import CheckError, mask_batch, prediction_counts, rank_auc  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
