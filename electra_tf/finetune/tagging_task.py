@@ -79,7 +79,7 @@ class TaggingFinetuneTask(FinetuneTask):
         dev: TaggingDev = data.dev
         logits = self.predict(model, dev.x, s)
         pred_labels = tagging_data.predictions_to_labels(np.argmax(logits, -1), dev.x["word_index"],
-                                                    dev.sentences, dev.labels)
+                                                         dev.sentences, dev.labels)
         gold = [sent.labels for sent in dev.sentences]
         with open(os.path.join(seed_dir, "dev_predictions.txt"), "w") as f:
             for sent, pl in zip(dev.sentences, pred_labels):

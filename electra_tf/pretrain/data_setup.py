@@ -18,7 +18,7 @@ from electra_tf.data.fs import write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
 from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, SAMPLE_CORPUS,
-                                            PretrainOptions, RunPlan, fail, read_json)
+                                         PretrainOptions, RunPlan, fail, read_json)
 
 
 def _split_sample_corpus(work_dir: str):
