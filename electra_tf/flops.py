@@ -39,6 +39,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional
 
+from electra_tf.objectives.registry import get_objective
+
 # Per-element constants of the reference counting (see module docstring).
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) multiply
 LAYER_NORM_FLOPS = 5  # mean, variance (square + sum), shift, scale
@@ -208,16 +210,6 @@ def electra_train_flops(config, batch_size: int, seq_length: Optional[int] = Non
     return {"generator": g, "discriminator": d, "total": g + d, "attention": attention}
 
 
-def _phase_objective(config, step: Optional[int]) -> str:
-    """The objective that step `step` trains (two_stage: mlm, then electra)."""
-    if config.objective != "two_stage":
-        return config.objective
-    if step is None:
-        raise ValueError("objective two_stage costs differ by phase; pass step= (0-based) or "
-                         "use total_train_flops for a whole run")
-    return "mlm" if step < config.two_stage_mlm_steps else "electra"
-
-
 def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = None,
                          convention: str = "reference", step: Optional[int] = None
                          ) -> Dict[str, float]:
@@ -252,8 +244,8 @@ def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = No
     Returns a dict with "generator", "discriminator" (the full-size network,
     whatever its head), "total" and "attention" FLOPs per step.
     """
-    flops = _objective_flops(config, _phase_objective(config, step), batch_size, seq_length,
-                             convention)
+    objective = get_objective(get_objective(config.objective).trained_at(config, step))
+    flops = _objective_flops(config, objective, batch_size, seq_length, convention)
     if config.embedding_sharing == "gdes":
         merge = config.vocab_size * config.embedding_size
         flops = dict(flops, discriminator=flops["discriminator"] + merge,
@@ -262,30 +254,29 @@ def train_flops_per_step(config, batch_size: int, seq_length: Optional[int] = No
 
 
 def _objective_flops(config, objective, batch_size, seq_length, convention):
-    """`train_flops_per_step` of one objective (a phase of two_stage), without GDES."""
-    if objective in ("electra", "electra_15", "adversarial"):
-        return electra_train_flops(config, batch_size, seq_length, convention)
+    """`train_flops_per_step` of one one-phase objective class, without GDES: what runs is
+    what the class declares (`networks`, `mlm_head_on_every_position`,
+    `generator_on_every_position`)."""
     if convention not in CONVENTIONS:
         raise ValueError(f"convention={convention!r}: use one of {', '.join(CONVENTIONS)}")
     seq = int(seq_length or config.max_seq_length)
     factor = 2 if convention == "reference" else 3
     disc, gen = _shapes(config, seq, convention == "executed")
-    if objective == "electric":
-        gen = dataclasses.replace(gen, output_frac=1.0)
-        d = factor * batch_size * disc.forward_flops(discriminator=True)
-        g = factor * batch_size * gen.forward_flops(discriminator=False)
-        attention = factor * batch_size * seq * seq * 4 * (
-            disc.layers * disc.hidden + gen.layers * gen.hidden)
-        return {"generator": g, "discriminator": d, "total": g + d, "attention": attention}
-    if objective == "all_tokens_mlm":
+    if "discriminator_head" in objective.networks:
+        per_seq = disc.forward_flops(discriminator=True)
+    elif objective.mlm_head_on_every_position:
         full = dataclasses.replace(disc, output_frac=1.0)
-        per_seq = full.forward_flops(discriminator=False) + full.discriminator_head_flops()
+        per_seq = full.forward_flops(discriminator=False)
+        if "copy_head" in objective.networks:  # the copy gate: a binary-head-sized layer per token
+            per_seq += full.discriminator_head_flops()
     else:
         per_seq = disc.forward_flops(discriminator=False)
     d = factor * batch_size * per_seq
     g = 0.0
     attention_width = disc.layers * disc.hidden
-    if objective in ("replace_mlm", "all_tokens_mlm"):
+    if "generator" in objective.networks:
+        if objective.generator_on_every_position:
+            gen = dataclasses.replace(gen, output_frac=1.0)
         g = factor * batch_size * gen.forward_flops(discriminator=False)
         attention_width += gen.layers * gen.hidden
     attention = factor * batch_size * seq * seq * 4 * attention_width
@@ -301,10 +292,8 @@ def total_train_flops(config, batch_size: int, train_steps: int, seq_length: Opt
     def per_step(step):
         return train_flops_per_step(config, batch_size, seq_length, convention, step)["total"]
 
-    if config.objective != "two_stage":
-        return train_steps * per_step(None)
-    first = min(train_steps, config.two_stage_mlm_steps)
-    return first * per_step(0) + (train_steps - first) * per_step(config.two_stage_mlm_steps)
+    phases = get_objective(config.objective).phase_steps(config, train_steps)
+    return sum(steps * per_step(step) for step, steps in phases if steps)
 
 
 def paper_electra_train_flops(h_d, l_d, h_g, l_g, batch_size, train_steps,

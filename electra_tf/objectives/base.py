@@ -89,6 +89,9 @@ class Objective:
         networks: the optional networks it trains, from `NETWORKS`.
         mlm_head_on_every_position: the full-size MLM head predicts every
             position (else the `predictions_per_seq` masked slots).
+        generator_on_every_position: the generator's softmax runs on every
+            position (else on the masked slots). With `networks` and
+            `mlm_head_on_every_position` it is what `electra_tf.flops` counts.
         metric_names: what `fit` / `evaluate` report, a subsequence of
             ("loss", "mlm_loss", "mlm_accuracy", "gen_loss", "gen_accuracy",
             "sampled_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
@@ -102,6 +105,7 @@ class Objective:
     name: str = ""
     networks: tuple = ()
     mlm_head_on_every_position = False
+    generator_on_every_position = False
     metric_names: tuple = METRIC_NAMES
 
     def __init__(self, config, special_token_ids):
@@ -109,6 +113,22 @@ class Objective:
         self.special_token_ids = special_token_ids
 
     # ------------------------------------------------------------ phases
+    @classmethod
+    def trained_at(cls, config, step: Optional[int]) -> str:
+        """The name of the one-phase objective that 0-based step `step` trains (itself here).
+
+        Args:
+            config: the `ElectraConfig`.
+            step: the step (None: any step; a phased objective refuses it).
+        """
+        return cls.name
+
+    @classmethod
+    def phase_steps(cls, config, train_steps: int):
+        """[(a step of the phase or None, the phase's number of steps)] over a run of
+        `train_steps` steps (one phase here)."""
+        return [(None, train_steps)]
+
     def phase(self, step) -> Optional[tf.Tensor]:
         """None for a one-phase objective; else a bool scalar: the phase of `step`.
 

@@ -49,6 +49,7 @@ class Electric(Objective):
 
     name = "electric"
     networks = ("generator", "discriminator_head")
+    generator_on_every_position = True  # the noise log-probabilities of every token
 
     def forward(self, nets, inputs, seed, row_ids, *, training, denominators, phase=None):
         cfg = self.config

@@ -25,6 +25,18 @@ class TwoStage(Objective):
         self.first = Mlm(config, special_token_ids)
         self.second = Electra(config, special_token_ids)
 
+    @classmethod
+    def trained_at(cls, config, step):
+        if step is None:
+            raise ValueError("objective two_stage costs differ by phase; pass step= (0-based) or "
+                             "use total_train_flops for a whole run")
+        return "mlm" if step < config.two_stage_mlm_steps else "electra"
+
+    @classmethod
+    def phase_steps(cls, config, train_steps):
+        first = min(train_steps, config.two_stage_mlm_steps)
+        return [(0, first), (config.two_stage_mlm_steps, train_steps - first)]
+
     def phase(self, step):
         """True (the MLM phase) while the 0-based step is below `two_stage_mlm_steps`."""
         return tf.less(tf.cast(step, tf.int64), self.config.two_stage_mlm_steps)
