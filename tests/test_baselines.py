@@ -1,0 +1,54 @@
+"""The baselines a pre-trained encoder is compared with (electra_tf.baselines)."""
+
+import numpy as np
+
+from electra_tf.baselines import linear_probe, tfidf_logistic_regression, truncate_to_tokens
+
+
+def _vocab(tmp_path):
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "great", "bad", "un", "##bear",
+              "##able", "."]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_truncate_to_tokens_keeps_the_words_the_first_pieces_cover(tmp_path):
+    vocab = _vocab(tmp_path)
+    texts = ["The film was unbearable.", "great"]
+    # "unbearable" is three pieces: four tokens end inside it, so its first piece is all of it kept.
+    assert truncate_to_tokens(texts, vocab, 4) == ["the film was un", "great"]
+    assert truncate_to_tokens(texts, vocab, 6) == ["the film was unbearable", "great"]
+    assert truncate_to_tokens(texts, vocab, 100) == ["the film was unbearable .", "great"]
+
+
+def test_tfidf_separates_classes_by_their_words_and_not_by_chance():
+    rng = np.random.default_rng(0)
+    filler = ["plot", "actor", "scene", "music", "story", "ending"]
+
+    def review(word):
+        return " ".join(list(rng.choice(filler, 5)) + [word])
+
+    train = [review("wonderful") for _ in range(60)] + [review("awful") for _ in range(60)]
+    labels = [1] * 60 + [0] * 60
+    dev = [review("wonderful") for _ in range(10)] + [review("awful") for _ in range(10)]
+    dev_labels = [1] * 10 + [0] * 10
+    result = tfidf_logistic_regression(train, labels, dev, dev_labels, l2_strengths=(1e-5, 1e-4), epochs=100)
+    assert result["best"] >= 0.9
+    assert set(result["by_l2"]) == {"1e-05", "0.0001"}
+    # Labels that no word predicts: held-out accuracy stays near chance.
+    shuffled = list(rng.permutation(labels))
+    noise = tfidf_logistic_regression(train, shuffled, dev, dev_labels, l2_strengths=(1e-4,), epochs=100)
+    assert noise["best"] < 0.8
+
+
+def test_linear_probe_reads_a_feature_that_carries_the_label():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 200)
+    x = rng.normal(size=(200, 8))
+    x[:, 3] += 3.0 * (2 * y - 1)  # one informative direction among noise
+    result = linear_probe(x[:150], y[:150], x[150:], y[150:], l2_strengths=(1e-4,), epochs=100)
+    assert result["best"] >= 0.95
+    blind = linear_probe(np.delete(x, 3, axis=1)[:150], y[:150], np.delete(x, 3, axis=1)[150:], y[150:],
+                         l2_strengths=(1e-4,), epochs=100)
+    assert blind["best"] < 0.75
