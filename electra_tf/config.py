@@ -33,9 +33,6 @@ class ConfigError(ElectraError, ValueError):
 # discriminator.weights.h5).
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
               "adversarial", "electric")
-# Objectives whose full-size network is trained as a masked LM and has no
-# replaced-token head (in two_stage only its first phase).
-MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
 # Objectives that use the small generator network.
 GENERATOR_OBJECTIVES = ("electra", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage",
                         "adversarial", "electric")

@@ -43,7 +43,7 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-from electra_tf.config import MLM_OBJECTIVES, ElectraConfig
+from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.models.builders import build_encoder
 from electra_tf.models.heads import DiscriminatorHead
@@ -161,7 +161,9 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
     """
     model_dir = resolve_model_dir(model_dir, "load_discriminator")
     config = load_config(model_dir)
-    if config.objective in MLM_OBJECTIVES:
+    # What was saved is what the objective trained: a masked-LM head and no replaced-token head.
+    if (not os.path.isfile(os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
+            and os.path.isfile(os.path.join(model_dir, MLM_HEAD_FILE))):
         raise ModelDirError(
             f"{model_dir} was pre-trained with objective {config.objective!r}, which has no "
             f"replaced-token head; fine-tune its encoder (finetune --init) or load it with load_encoder")
