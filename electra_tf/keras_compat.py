@@ -167,21 +167,21 @@ class MultiReplicaExecution:
     """
 
     def make_train_function(self, force=False):
-        if self.train_function is not None and not force:
-            return self.train_function
-        function = self._distributed_function(self.train_step)
-        if function is None:
-            return super().make_train_function(force)
-        self.train_function = function
-        return function
+        return self._multi_replica_function("train_function", self.train_step,
+                                            super().make_train_function, force)
 
     def make_test_function(self, force=False):
-        if self.test_function is not None and not force:
-            return self.test_function
-        function = self._distributed_function(self.test_step)
+        return self._multi_replica_function("test_function", self.test_step,
+                                            super().make_test_function, force)
+
+    def _multi_replica_function(self, attribute, step, keras_make, force):
+        """The cached `self.<attribute>`, else our loop for `step`, else Keras' own."""
+        if getattr(self, attribute) is not None and not force:
+            return getattr(self, attribute)
+        function = self._distributed_function(step)
         if function is None:
-            return super().make_test_function(force)
-        self.test_function = function
+            return keras_make(force)
+        setattr(self, attribute, function)
         return function
 
     def _distributed_function(self, step):
