@@ -11,6 +11,7 @@ documents of the shared Brown corpus.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -31,11 +32,6 @@ SKIPPED = {
     "    --model_dir runs/small":
         "ELECTRA-Small's 1,000,000 steps take days; the default run and the Python API snippet train the same "
         "code on these shards",
-    "python -m electra_tf.finetune --task sst2 --init runs/default \\\n"
-    "    --data_dir ../shared/data/glue/SST-2 --output_dir runs/sst2_full --seeds 1,2,3":
-        "the full SST-2 training set, three seeds: too long for the suite; the quick variant above it runs",
-    "scripts/cpu_demo.sh      # Brown + WikiText-2 from ../shared/data/corpus, 20,000 steps, resumable":
-        "about an hour of pre-training",
     "python -m electra_tf.convert --from hf --input electra-small-discriminator/ --output models/electra":
         "needs released weights downloaded from the Hugging Face Hub (no network in tests; "
         "tests/convert converts locally built checkpoints of each format)",
@@ -137,6 +133,13 @@ def test_readme_commands_run_in_order(tmp_path, repo_root, shared_data):
     print("\n".join(timings))
     # What the later README text points at exists.
     assert (work / "runs" / "default" / "pretrained" / "discriminator.weights.h5").is_file()
-    assert (work / "runs" / "sst2" / "results.json").is_file()
+    # The quick SST-2 fine-tune learns the task (the default model's encoder and 2,000 sentences,
+    # the CPU sizes' defaults: 10 epochs at lr 1e-3, mean pooling): 0.62-0.64 measured over seeds
+    # 1-3 on the whole dev set; chance is 0.51.
+    results = json.loads((work / "runs" / "sst2" / "results.json").read_text(encoding="utf-8"))
+    assert results["median"]["accuracy"] >= 0.58, results["median"]
+    reviews = json.loads((work / "runs" / "reviews" / "results.json").read_text(encoding="utf-8"))
+    assert set(reviews["seeds"][0]) >= {"accuracy", "macro_f1"}, reviews["seeds"][0]
+    assert (work / "predictions.jsonl").is_file()
     for saved in ("serving/electra/1", "serving/sst2/1"):
         assert (work / saved / "saved_model.pb").is_file(), saved

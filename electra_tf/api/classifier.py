@@ -32,6 +32,7 @@ from electra_tf.api.loading import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
+from electra_tf.finetune.base_task import FinetuneTask
 from electra_tf.finetune.classifier_dir import save_classifier
 from electra_tf.finetune.encoder_init import load_encoder_weights
 from electra_tf.finetune.models import ClassifierModel, build_and_call
@@ -63,7 +64,7 @@ class ElectraClassifier(keras.Model):
 
     def __init__(self, config, vocabulary, labels: Optional[Sequence[str]] = None,
                  num_classes: Optional[int] = None, sequence_length: int = 128,
-                 do_lower_case: Optional[bool] = None, regression: bool = False, pooling: str = "cls",
+                 do_lower_case: Optional[bool] = None, regression: bool = False, pooling: Optional[str] = None,
                  two_layer_head: bool = False, pair: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.electra_config = config if isinstance(config, ElectraConfig) else ElectraConfig.from_dict(dict(config))
@@ -79,8 +80,11 @@ class ElectraClassifier(keras.Model):
         self.label_names: List[str] = [str(label) for label in labels]
         if not regression and len(set(self.label_names)) < 2:
             raise ApiError(f"labels={self.label_names}: a classifier needs at least two distinct labels")
-        self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
         cfg = self.electra_config
+        # The size's fine-tuning defaults, as `finetune` uses them (FinetuneTask.reference_hparams).
+        self._size_defaults = FinetuneTask.size_defaults(cfg.model_size)
+        pooling = pooling or self._size_defaults["pooling"]
+        self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
         if sequence_length > cfg.max_position_embeddings:
             raise ApiError(f"sequence_length={sequence_length} exceeds the model's max_position_embeddings "
                            f"{cfg.max_position_embeddings}; lower it")
@@ -142,10 +146,11 @@ class ElectraClassifier(keras.Model):
         return self.backbone(features, training=training)
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
-        """Keras `compile` with defaults: AdamW(1e-4), cross-entropy on logits (MSE for a
-        regression), accuracy; no XLA (the tokenizer's ops do not compile)."""
+        """Keras `compile` with defaults: AdamW at `finetune`'s learning rate for the model size
+        (1e-4 for the paper's sizes, 1e-3 for tiny / cpu_demo / mini), cross-entropy on logits
+        (MSE for a regression), accuracy; no XLA (the tokenizer's ops do not compile)."""
         if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
+            optimizer = keras.optimizers.AdamW(self._size_defaults["learning_rate"], weight_decay=0.01, epsilon=1e-6)
         if loss == "auto":
             loss = (keras.losses.MeanSquaredError() if self.regression
                     else keras.losses.SparseCategoricalCrossentropy(from_logits=True))

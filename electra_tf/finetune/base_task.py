@@ -83,6 +83,13 @@ class FinetuneTask(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
+    @staticmethod
+    def size_defaults(model_size: str) -> Dict[str, object]:
+        """The learning rate and pooling a classifier of this model size starts from."""
+        if model_size in CPU_SIZES:
+            return {"learning_rate": 1e-3, "pooling": "mean"}
+        return {"learning_rate": 5e-5 if model_size == "large" else 1e-4, "pooling": "cls"}
+
     def reference_hparams(self, model_size: str) -> Dict[str, object]:
         """Default fine-tuning settings for a model size.
 
@@ -98,13 +105,11 @@ class FinetuneTask(abc.ABC):
           model_size: the config's model_size (small, base, large, tiny, ...;
             anything else: as base).
         """
+        defaults = dict(self.size_defaults(model_size), max_seq_length=self.reference_max_seq_length)
         if model_size in CPU_SIZES:
-            return {"learning_rate": 1e-3, "layerwise_lr_decay": 1.0,
-                    "epochs": self.cpu_epochs or self.reference_epochs,
-                    "max_seq_length": self.reference_max_seq_length, "pooling": "mean"}
-        lr, decay = (5e-5, 0.9) if model_size == "large" else (1e-4, 0.8)
-        return {"learning_rate": lr, "layerwise_lr_decay": decay, "epochs": self.reference_epochs,
-                "max_seq_length": self.reference_max_seq_length, "pooling": "cls"}
+            return dict(defaults, layerwise_lr_decay=1.0, epochs=self.cpu_epochs or self.reference_epochs)
+        return dict(defaults, layerwise_lr_decay=0.9 if model_size == "large" else 0.8,
+                    epochs=self.reference_epochs)
 
     @abc.abstractmethod
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:

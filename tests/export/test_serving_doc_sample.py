@@ -1,4 +1,4 @@
-"""The sample responses of docs/serving.md and README.md show what the default model's tokenizer makes
+"""The sample responses of docs/serving.md show what the default model's tokenizer makes
 of the documented request.
 
 The tokens depend only on the vocabulary, which `python -m electra_tf.pretrain` learns from the
@@ -39,7 +39,7 @@ def default_preprocessor(tmp_path_factory):
     return TextPreprocessor(vocab_file, config.max_seq_length, do_lower_case=config.do_lower_case)
 
 
-@pytest.mark.parametrize("doc", ["docs/serving.md", "README.md"])
+@pytest.mark.parametrize("doc", ["docs/serving.md"])
 def test_documented_tokens_are_what_the_default_model_tokenizes(doc, default_preprocessor):
     samples = documented_samples(REPO / doc)
     assert samples, f"no curl request with a json response in {doc}"
