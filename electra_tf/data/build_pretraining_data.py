@@ -31,7 +31,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from electra_tf.cli import exit_with_error, report_interrupted, run_absl
-from electra_tf.config import ElectraConfig
 from electra_tf.data import fs
 from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
@@ -47,7 +46,8 @@ from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 
 # The longest example a model can embed: the position table of the default config,
 # the largest of every shipped one (finetune and export refuse longer sequences too).
-MAX_SEQ_LENGTH = ElectraConfig.max_position_embeddings
+# A literal because data sits below config in the import layers; a test keeps them equal.
+MAX_SEQ_LENGTH = 512
 
 
 def default_max_line_bytes(max_seq_length: int) -> int:
