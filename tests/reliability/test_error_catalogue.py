@@ -571,8 +571,8 @@ def _(c):
     files = c.sst2_model_files()
     settings = dataclasses.asdict(Settings(
         task="sst2", init="random", data_dir=str(SST2_DIR), output_dir=str(out), config=str(files / "config.json"),
-        vocab_file=str(files / "vocab.txt"), do_lower_case=True, learning_rate=5e-5, layerwise_lr_decay=0.8, epochs=3.0,
-        max_seq_length=32, max_train_examples=16, max_eval_examples=8))
+        vocab_file=str(files / "vocab.txt"), do_lower_case=True, learning_rate=5e-5, layerwise_lr_decay=1.0, epochs=10.0,
+        pooling="mean", max_seq_length=32, max_train_examples=16, max_eval_examples=8))
     settings = {k: v for k, v in settings.items() if k not in ("seeds", "log_every")}
     (out / "settings.json").write_text(json.dumps(settings))
     return c.finetune(c.finetune_base(out, **{"--learning_rate": "1e-4"}), unchanged=out)
