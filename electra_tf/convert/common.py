@@ -16,10 +16,6 @@ from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.saving import CONVERSION_FILE, save_pretrained
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
-SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-                "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                "generator_hidden_size", "generator_layers", "untied_generator_embeddings")
-
 
 def _layers(tensors, prefix):
     found = set()

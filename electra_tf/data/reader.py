@@ -127,32 +127,6 @@ def _check_sizes(files: Sequence[str], manifests: Dict[str, Dict[str, Any]]) -> 
                 )
 
 
-def verify_checksums(data: Union[str, Sequence[str]]) -> int:
-    """Re-hashes every shard against its manifest sha256 (slow: reads all bytes).
-
-    Returns:
-      The number of shards verified.
-
-    Raises:
-      DataError: naming the first shard whose hash differs.
-    """
-    files, manifests = resolve_shards(data)
-    expected = {mf.join(d, s["file"]): s["sha256"] for d, m in manifests.items() for s in m["shards"]}
-    checked = 0
-    for path in files:
-        if path not in expected:
-            continue
-        digest = hashlib.sha256()
-        with tf.io.gfile.GFile(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                digest.update(block)
-        if digest.hexdigest() != expected[path]:
-            raise DataError(f"shard {path} does not match its manifest sha256: it is corrupted; "
-                            f"rebuild it with build_pretraining_data")
-        checked += 1
-    return checked
-
-
 def find_corrupt_shards(data: Union[str, Sequence[str]]) -> List[Tuple[str, str]]:
     """Every shard that is missing, truncated or corrupted (reads all their bytes).
 

@@ -9,7 +9,7 @@ import signal
 
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data.manifest import MANIFEST_NAME, shard_name
-from electra_tf.data.reader import find_corrupt_shards, verify_checksums
+from electra_tf.data.reader import find_corrupt_shards
 from reliability_helpers import REPO_ROOT, Output, pretrain_job, start_module, wait_until
 
 SHARDS = 4
@@ -48,7 +48,7 @@ def test_build_killed_mid_shard_then_rerun_completes_cleanly(tmp_path):
     assert f"resuming: 1 of {SHARDS} shards already complete, building {SHARDS - 1}" in again.text()
     # Exactly the shards and the manifest: the partial file is gone, nothing is duplicated.
     assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [shard_name(i, SHARDS) for i in range(SHARDS)]
-    assert verify_checksums(str(out)) == SHARDS and find_corrupt_shards(str(out)) == []
+    assert find_corrupt_shards(str(out)) == []
     reference = tmp_path / "reference"
     build_pretraining_data(str(reference), str(vocab), [str(corpus)], max_seq_length=64, num_shards=SHARDS,
                            progress=False, log=lambda _: None)
