@@ -153,6 +153,18 @@ def _bad_gzip(path: str, error: BaseException) -> DataError:
                      f"the .gz ending if it is plain text")
 
 
+def _read_range(f, pos: int, end: Optional[int], progress) -> Iterator[bytes]:
+    """Pieces of an open file object from offset `pos` (where it stands) to `end` (None: its end)."""
+    while end is None or pos < end:
+        data = f.read(READ_CHUNK_BYTES if end is None else min(READ_CHUNK_BYTES, end - pos))
+        if not data:
+            break
+        pos += len(data)
+        if progress is not None:
+            progress(len(data))
+        yield data
+
+
 def _chunks(path: str, start: int, end: Optional[int], progress=None) -> Iterator[bytes]:
     """Pieces of bytes [start, end) of `path` (end None: to the end of the file).
 
@@ -162,30 +174,14 @@ def _chunks(path: str, start: int, end: Optional[int], progress=None) -> Iterato
     if not is_gzip(path):
         with open_binary(path) as f:
             f.seek(start)
-            pos = start
-            while end is None or pos < end:
-                data = f.read(READ_CHUNK_BYTES if end is None else min(READ_CHUNK_BYTES, end - pos))
-                if not data:
-                    break
-                pos += len(data)
-                if progress is not None:
-                    progress(len(data))
-                yield data
+            yield from _read_range(f, start, end, progress)
         return
     with open_binary(path) as raw:
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
                 if start:
                     gz.seek(start)  # decompresses and discards: a .gz file cannot be entered otherwise
-                pos = start
-                while end is None or pos < end:
-                    data = gz.read(READ_CHUNK_BYTES if end is None else min(READ_CHUNK_BYTES, end - pos))
-                    if not data:
-                        break
-                    pos += len(data)
-                    if progress is not None:
-                        progress(len(data))
-                    yield data
+                yield from _read_range(gz, start, end, progress)
         except GZIP_ERRORS as e:
             raise _bad_gzip(path, e) from None
 
