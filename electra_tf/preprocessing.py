@@ -30,10 +30,37 @@ import tensorflow_text as tf_text
 from electra_tf.data.tokenizer import MAX_BYTES_PER_WORD, SUFFIX_INDICATOR, UNKNOWN_TOKEN
 from electra_tf.data.vocab import load_vocab
 
-__all__ = ["TextPreprocessor", "pair_lengths"]
+__all__ = ["TextPreprocessor", "pair_lengths", "text_list"]
 
 # Tokens the packer writes; [MASK] is not needed to encode text.
 _REQUIRED = ("[PAD]", UNKNOWN_TOKEN, "[CLS]", "[SEP]")
+
+
+def text_list(texts, call: str, name: str = "texts") -> List[Union[str, bytes]]:
+    """`texts` as a list, refusing anything but a list of strings with one line.
+
+    The Python entry points that take texts (`Scorer.score`, `Predictor.predict`)
+    check them here, so a single string, None or a number in the list is refused
+    the same way everywhere instead of failing inside TensorFlow.
+
+    Args:
+      texts: what the caller passed: a list, tuple or other iterable of str / bytes.
+      call: the method's name, for the message ("score", "predict").
+      name: the argument's name, for the message ("texts", "pairs").
+
+    Raises:
+      TypeError: a single string, something not iterable, or an element that is not a string.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{call}() takes a list of strings as {name}; wrap a single text in a list")
+    if texts is None or not hasattr(texts, "__iter__"):
+        raise TypeError(f"{call}() takes a list of strings as {name}, not {type(texts).__name__}")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"{call}() takes a list of strings, but {name}[{i}] is {type(text).__name__} "
+                            f"{text!r:.50}; convert it to str first")
+    return texts
 
 
 def pair_lengths(len_a, len_b, budget):

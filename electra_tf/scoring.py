@@ -25,6 +25,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.export.loading import discriminator_module
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import resolve_model_dir
+from electra_tf.preprocessing import text_list
 
 
 # What Scorer says when it is given a fine-tuned classifier (a seed_<n>/ directory or its SavedModel).
@@ -96,15 +97,7 @@ class Scorer:
 
     def score(self, texts: Sequence[str]) -> List[TokenScores]:
         """Scores each text; see `TokenScores`."""
-        if isinstance(texts, (str, bytes)):
-            raise TypeError("score() takes a list of strings; wrap a single text in a list")
-        if texts is None or not hasattr(texts, "__iter__"):
-            raise TypeError(f"score() takes a list of strings, not {type(texts).__name__}")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, (str, bytes)):
-                raise TypeError(f"score() takes a list of strings, but element {i} is "
-                                f"{type(text).__name__} {text!r:.50}; convert it to str first")
+        texts = text_list(texts, "score")
         out: List[TokenScores] = []
         for start in range(0, len(texts), self.batch_size):
             raw = self._raw(texts[start:start + self.batch_size])

@@ -31,6 +31,7 @@ from electra_tf.export.loading import classifier_module
 from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA
 from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE
 from electra_tf.paths import resolve_model_dir
+from electra_tf.preprocessing import text_list
 
 
 class PredictError(ElectraError, ValueError):
@@ -53,19 +54,6 @@ class Prediction:
     probabilities: Dict[str, float]
     score: Optional[float]
     truncated: bool
-
-
-def _check_texts(texts, name: str) -> List[str]:
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"predict() takes a list of strings as {name}; wrap a single text in a list")
-    if texts is None or not hasattr(texts, "__iter__"):
-        raise TypeError(f"predict() takes a list of strings as {name}, not {type(texts).__name__}")
-    texts = list(texts)
-    for i, text in enumerate(texts):
-        if not isinstance(text, (str, bytes)):
-            raise TypeError(f"predict() takes a list of strings, but {name}[{i}] is {type(text).__name__} "
-                            f"{text!r:.50}; convert it to str first")
-    return texts
 
 
 class Predictor:
@@ -134,11 +122,11 @@ class Predictor:
 
     def predict_arrays(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """The raw outputs for one batch: probabilities [n, C] and label_id [n] (or score [n]), truncated [n]."""
-        texts = _check_texts(texts, "texts")
+        texts = text_list(texts, "predict")
         if self.pair:
             if pairs is None:
                 raise PredictError("this model takes text pairs: pass pairs=[...] (one second text per text)")
-            pairs = _check_texts(pairs, "pairs")
+            pairs = text_list(pairs, "predict", "pairs")
             if len(pairs) != len(texts):
                 raise PredictError(f"{len(texts)} texts but {len(pairs)} pairs; pass one second text per text")
         elif pairs is not None:

@@ -192,6 +192,12 @@ def test_more_bad_arguments_are_one_line(run_dir, tmp_path):
     assert [p.label for p in scores] == [None, None] and all(isinstance(p.score, float) for p in scores)
     with pytest.raises(PredictError, match=r"^this model takes single texts, not pairs; leave out pairs$"):
         Predictor(saved).predict(["a"], pairs=["b"])
+    # The same check as Scorer.score (electra_tf.preprocessing.text_list).
+    with pytest.raises(TypeError, match=r"^predict\(\) takes a list of strings, but texts\[1\] is int 3; "
+                                        r"convert it to str first$"):
+        Predictor(saved).predict(["ok", 3])
+    with pytest.raises(TypeError, match=r"^predict\(\) takes a list of strings as texts, not NoneType$"):
+        Predictor(saved).predict(None)
     export(str(run_dir), str(tmp_path / "disc" / "1"), kind="discriminator")
     with pytest.raises(PredictError, match=r"disc/1 is a discriminator SavedModel \(per-token scores\); score it with "
                                            r"electra_tf.scoring.Scorer, or export a fine-tuned seed_<n>/ with --kind "
@@ -215,3 +221,6 @@ def test_pair_classifier_predicts_pairs_as_served(run_dir, tmp_path):
         predictor.predict(first)
     with pytest.raises(PredictError, match=r"^2 texts but 1 pairs; pass one second text per text$"):
         predictor.predict(first, second[:1])
+    with pytest.raises(TypeError, match=r"^predict\(\) takes a list of strings as pairs; wrap a single text "
+                                        r"in a list$"):
+        predictor.predict(first, "a dog ran")

@@ -155,13 +155,16 @@ def test_scorer_refuses_what_is_not_a_list_of_strings(saved):
     from electra_tf.scoring import Scorer
 
     scorer = Scorer(saved)
-    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but element 0 is int 1; "
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but texts\[0\] is int 1; "
                                         r"convert it to str first$"):
         scorer.score([1, 2])
-    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but element 1 is int 3; "):
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, but texts\[1\] is int 3; "):
         scorer.score(["ok", 3])
-    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings, not NoneType$"):
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings as texts, not NoneType$"):
         scorer.score(None)
+    with pytest.raises(TypeError, match=r"^score\(\) takes a list of strings as texts; wrap a single text in a "
+                                        r"list$"):
+        scorer.score("one text")
     assert scorer.score([]) == [] and len(scorer.score(("a tuple works",))) == 1
 
 
