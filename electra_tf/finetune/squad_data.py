@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from electra_tf.errors import ElectraError
+from electra_tf.finetune.text_files import utf8_lines
 
 
 class SquadDataError(ElectraError, ValueError):
@@ -91,8 +92,9 @@ def read_squad(path: str, version_2: bool, max_examples: Optional[int] = None,
     if not os.path.isfile(path):
         raise SquadDataError(f"{path}: SQuAD file does not exist; check --data_dir")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)["data"]
+        # Decoded line by line, as every fine-tuning reader does: a byte that is not
+        # UTF-8 is one line naming its line and column, with an iconv hint.
+        data = json.loads("".join(text for _, text in utf8_lines(path, "")))["data"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise SquadDataError(f"{path}: not a SQuAD JSON file with a top-level 'data' list ({e})") from None
     examples = []

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from electra_tf.errors import ElectraError
+from electra_tf.finetune.text_files import utf8_lines
 
 
 class TaggingDataError(ElectraError, ValueError):
@@ -52,25 +53,26 @@ def read_conll(path: str, label_column: int = -1,
     words: List[str] = []
     labels: List[str] = []
     first_line = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("-DOCSTART-"):
-                if words:
-                    sentences.append(TaggedSentence(words, labels, first_line))
-                    words, labels = [], []
-                    if max_sentences is not None and len(sentences) >= max_sentences:
-                        return sentences
-                continue
-            fields = line.split()
-            if len(fields) < 2:
-                raise TaggingDataError(
-                    f"{path}:{lineno}: expected 'word ... label' (2+ columns), got {line!r}; "
-                    f"fix the line or separate sentences with an empty line")
-            if not words:
-                first_line = lineno
-            words.append(fields[0])
-            labels.append(fields[label_column])
+    # Decoded line by line, as every fine-tuning reader does: a byte that is not UTF-8
+    # is one line naming its line and column, with an iconv hint.
+    for lineno, raw in utf8_lines(path, ""):
+        line = raw.strip()
+        if not line or line.startswith("-DOCSTART-"):
+            if words:
+                sentences.append(TaggedSentence(words, labels, first_line))
+                words, labels = [], []
+                if max_sentences is not None and len(sentences) >= max_sentences:
+                    return sentences
+            continue
+        fields = line.split()
+        if len(fields) < 2:
+            raise TaggingDataError(
+                f"{path}:{lineno}: expected 'word ... label' (2+ columns), got {line!r}; "
+                f"fix the line or separate sentences with an empty line")
+        if not words:
+            first_line = lineno
+        words.append(fields[0])
+        labels.append(fields[label_column])
     if words:
         sentences.append(TaggedSentence(words, labels, first_line))
     if not sentences:

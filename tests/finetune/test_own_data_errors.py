@@ -58,6 +58,10 @@ MESSAGES = {
                                            "your own file with --train_file (--text_column, --label_column)"),
     "glue-not-utf8": (F, "error: <path>:3 is not UTF-8 (byte 0xe9 at column 4; Latin-1 or cp1252?); convert the "
                          "file, e.g. iconv -f latin1 -t utf-8 train.tsv > train.utf8.tsv"),
+    "squad-not-utf8": (F, "error: <path>:3 is not UTF-8 (byte 0xe9 at column 22; Latin-1 or cp1252?); convert the "
+                          "file, e.g. iconv -f latin1 -t utf-8 train-v1.1.json > train-v1.1.utf8.json"),
+    "tagging-not-utf8": (F, "error: <path>:4 is not UTF-8 (byte 0xe9 at column 4; Latin-1 or cp1252?); convert the "
+                            "file, e.g. iconv -f latin1 -t utf-8 train.txt > train.utf8.txt"),
     "negative-max-train-examples": (F, "error: --max_train_examples=-5 must be a positive integer (leave it out to "
                                        "use them all)"),
     "both-validation-flags": (F, "error: --validation_file and --validation_split both given; pass one of them"),
@@ -223,6 +227,22 @@ def finetune_case(case, tmp, model_files):
         write(glue / "train.tsv", header.encode() + body)
         write(glue / "dev.tsv", "sentence\tlabel\ngood\t1\n")
         extra = ["--task", "sst2", "--data_dir", glue]
+    elif case == "squad-not-utf8":
+        squad = tmp / "squad"
+        squad.mkdir()
+        text = ('{"data": [{"paragraphs": [\n'
+                ' {"qas": [{"id": "q1", "question": "When?", "answers": [{"text": "1990", "answer_start": 19}]}],\n'
+                '  "context": "The caf\xe9 opened in 1990."}]}]}\n')  # line 3, column 22
+        write(squad / "train-v1.1.json", text.encode("latin-1"))
+        write(squad / "dev-v1.1.json", text.encode("utf-8"))
+        extra = ["--task", "squad1", "--data_dir", squad]
+    elif case == "tagging-not-utf8":
+        conll = tmp / "conll"
+        conll.mkdir()
+        text = "john B-PER\nwent O\n\ncaf\xe9 O\nopened O\n\n"
+        write(conll / "train.txt", text.encode("latin-1"))
+        write(conll / "dev.txt", text.encode("utf-8"))
+        extra = ["--task", "ner", "--data_dir", conll]
     elif case == "both-validation-flags":
         write(train, GOOD_TRAIN)
         extra += ["--validation_split", "0.1"]
