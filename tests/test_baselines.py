@@ -33,13 +33,17 @@ def test_tfidf_separates_classes_by_their_words_and_not_by_chance():
     labels = [1] * 60 + [0] * 60
     dev = [review("wonderful") for _ in range(10)] + [review("awful") for _ in range(10)]
     dev_labels = [1] * 10 + [0] * 10
-    result = tfidf_logistic_regression(train, labels, dev, dev_labels, l2_strengths=(1e-5, 1e-4), epochs=100)
-    assert result["best"] >= 0.9
+    result = tfidf_logistic_regression(train, labels, dev, dev_labels, ngrams=1, l2_strengths=(1e-5, 1e-4),
+                                       epochs=100)
+    assert result["best"] == 1.0
     assert set(result["by_l2"]) == {"1e-05", "0.0001"}
-    # Labels that no word predicts: held-out accuracy stays near chance.
-    shuffled = list(rng.permutation(labels))
-    noise = tfidf_logistic_regression(train, shuffled, dev, dev_labels, l2_strengths=(1e-4,), epochs=100)
-    assert noise["best"] < 0.8
+    # With 1-2-grams the random filler pairs let it memorise rows too, yet the word still decides.
+    assert tfidf_logistic_regression(train, labels, dev, dev_labels, l2_strengths=(1e-5,), epochs=100)["best"] >= 0.8
+    # Labels that the word does not predict (alternating within each word's rows): the word's
+    # held-out labels are then not learned.
+    unrelated = [i % 2 for i in range(len(train))]
+    noise = tfidf_logistic_regression(train, unrelated, dev, dev_labels, ngrams=1, l2_strengths=(1e-4,), epochs=100)
+    assert noise["best"] <= 0.75
 
 
 def test_linear_probe_reads_a_feature_that_carries_the_label():
