@@ -48,6 +48,7 @@ class Rung:
     steps: int
     overrides: tuple = ()
     warmup: Optional[int] = None  # default: 10% of the steps
+    continue_from: Optional[str] = None  # a finished rung this one trains on from (to `steps` in all)
 
     @property
     def size(self) -> str:
@@ -56,17 +57,16 @@ class Rung:
 
 # The ladder, in the order it runs. Equal-FLOPs comparisons share a budget (see FLOPs in results.md).
 RUNGS = [
-    Rung("mini_electra_5k", "mini", 128, 5000),
     Rung("cpu_demo_electra_5k", "cpu_demo", 128, 5000),
-    Rung("cpu_demo_electra_20k", "cpu_demo", 128, 20000),
-    # Equal FLOPs to cpu_demo_electra_20k (electra_tf.flops): MLM steps cost 1/1.70 of an ELECTRA
-    # step at this size, a generator as wide as the discriminator 1/0.889.
-    Rung("cpu_demo_mlm_eq20k", "cpu_demo", 128, 33960, ("objective=mlm",)),
-    Rung("cpu_demo_electra_t1_20k", "cpu_demo", 128, 20000, ("temperature=1.0",)),
-    Rung("cpu_demo_electra_gen1_eq20k", "cpu_demo", 128, 17780, ("generator_hidden_size=1.0",)),
-    # Equal FLOPs to mini_electra_5k (an MLM step is 1/1.405 of an ELECTRA step at this size).
-    Rung("mini_mlm_eq5k", "mini", 128, 7025, ("objective=mlm",)),
-    Rung("mini_electra_t2_5k", "mini", 128, 5000, ("temperature=2.0",)),
+    # Equal FLOPs to cpu_demo_electra_5k (electra_tf.flops): an MLM step costs 1/1.70 of an
+    # ELECTRA step at this size.
+    Rung("cpu_demo_mlm_eq5k", "cpu_demo", 128, 8490, ("objective=mlm",)),
+    Rung("cpu_demo_electra_15k", "cpu_demo", 128, 15000, continue_from="cpu_demo_electra_5k"),
+    Rung("cpu_demo_electra_t1_5k", "cpu_demo", 128, 5000, ("temperature=1.0",)),
+    Rung("mini_electra_3k", "mini", 128, 3000, ("temperature=2.0",)),
+    Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
+    # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
+    Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
 ]
 
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
@@ -183,16 +183,23 @@ def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dic
         return cells[key]
     config = rung_config(work, rung)
     rdir = work / "rungs" / rung.name
-    seconds = run([sys.executable, "-m", "electra_tf.pretrain", "--config", str(config),
-                   "--data_dir", str(work / f"shards{rung.seq}"), "--vocab_file", str(data["vocab"]),
-                   "--model_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
-                   "--save_every", "1000"], rdir / "pretrain.log")
+    cmd = [sys.executable, "-m", "electra_tf.pretrain", "--config", str(config),
+           "--data_dir", str(work / f"shards{rung.seq}"), "--vocab_file", str(data["vocab"]),
+           "--model_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
+           "--save_every", "1000"]
+    start_seconds = start_steps = 0
+    if rung.continue_from:
+        source = cells[f"pretrain:{rung.continue_from}"]
+        start_seconds, start_steps = source["seconds"], source["steps"]
+        cmd += ["--continue_from", str(work / "rungs" / rung.continue_from / "run")]
+    seconds = start_seconds + run(cmd, rdir / "pretrain.log")
     from electra_tf.config import ElectraConfig
     from electra_tf.flops import total_train_flops
 
     cfg = ElectraConfig.from_json(str(config))
     cell = {"key": key, "rung": rung.name, "size": rung.size, "seq": rung.seq, "steps": rung.steps,
-            "overrides": list(rung.overrides), "seconds": round(seconds, 1),
+            "overrides": list(rung.overrides), "continue_from": rung.continue_from, "start_steps": start_steps,
+            "seconds": round(seconds, 1),
             "flops": total_train_flops(cfg, cfg.train_batch_size, rung.steps, rung.seq),
             "final": _final_metrics(rdir / "pretrain.log")}
     add_cell(work, cell)
