@@ -14,7 +14,8 @@
 # Environment (optional): CONFIG (configs/cpu_demo.json), STEPS (pre-training steps, default 15000),
 # SEQ (tokens, 128), VOCAB_SIZE (8000), LABELS ("500 2000": training rows per comparison),
 # SEEDS (1,2,3), VALIDATION_FILE (default: imdb/dev.tsv.gz for the default data, else a 10%
-# split of LABELLED_FILE), TEXT_COLUMN, LABEL_COLUMN, MAX_EVAL (2000 scored rows).
+# split of LABELLED_FILE), TEXT_COLUMN, LABEL_COLUMN, MAX_EVAL (2000 scored rows),
+# PRETRAIN_FLAGS (more pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU).
 # Fine-tuning uses `finetune`'s defaults for the config's size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,7 +55,8 @@ fi
 say "3/4 pre-training $CONFIG for $STEPS steps (resumes if interrupted)"
 python -m electra_tf.pretrain --config "$CONFIG" --data_dir "$OUT/shards" --vocab_file "$OUT/vocab.txt" \
     --model_dir "$OUT/pretrain" --train_steps "$STEPS" --override max_seq_length="$SEQ" \
-    --override num_warmup_steps=$((STEPS / 10)) --override vocab_size="$(wc -l < "$OUT/vocab.txt")" --verbose 0
+    --override num_warmup_steps=$((STEPS / 10)) --override vocab_size="$(wc -l < "$OUT/vocab.txt")" --verbose 0 \
+    ${PRETRAIN_FLAGS:-}
 
 eval_args=()
 if [ -n "${VALIDATION_FILE:-}" ]; then
