@@ -140,7 +140,7 @@ def _plot(path: Path, points: Dict[tuple, List[tuple]]) -> None:
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("pre-training FLOPs")
-        ax.set_ylabel("gain over random init (accuracy points, median of 3 seeds)")
+        ax.set_ylabel("gain over random init (points, median of 3)")
         ax.set_title(TASK_LABELS[task])
         ax.legend(fontsize=7)
     fig.tight_layout()
