@@ -12,14 +12,10 @@ documents of the shared Brown corpus.
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from doc_commands import markdown_commands as readme_commands, run_commands
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -44,26 +40,6 @@ SKIPPED = {
 }
 
 CORPUS_DOCS = 40  # documents of brown.txt copied into corpus/ (~4,600 sentences)
-
-
-def readme_commands(text: str):
-    """[(kind, command)] in README order: kind 'shell' (one command; `\\` continuations kept)
-    or 'python' (a whole block)."""
-    out = []
-    for lang, body in re.findall(r"^```(bash|sh|python)\n(.*?)^```", text, re.M | re.S):
-        if lang == "python":
-            out.append(("python", body))
-            continue
-        current = []
-        for line in body.splitlines():
-            if not current and (not line.strip() or line.lstrip().startswith("#")):
-                continue
-            current.append(line)
-            if not line.endswith("\\"):
-                out.append(("shell", "\n".join(current)))
-                current = []
-        assert not current, f"README.md: a command ends in a line continuation: {current}"
-    return out
 
 
 def to_run(commands):
@@ -116,21 +92,8 @@ def _workdir(tmp_path: Path, repo_root: Path, shared_data: Path) -> Path:
 @pytest.mark.slow
 def test_readme_commands_run_in_order(tmp_path, repo_root, shared_data):
     work = _workdir(tmp_path, repo_root, shared_data)
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    timings = []
-    for i, (kind, cmd) in enumerate(to_run(readme_commands(README.read_text()))):
-        if kind == "python":
-            script = work / f"readme_snippet_{i}.py"
-            script.write_text(cmd, encoding="utf-8")
-            argv = [sys.executable, script.name]
-        else:
-            argv = ["bash", "-c", cmd]
-        start = time.time()
-        proc = subprocess.run(argv, cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
-        timings.append(f"{time.time() - start:6.1f} s  {cmd.splitlines()[0]}")
-        assert proc.returncode == 0, (f"README command exited {proc.returncode}:\n{cmd}\n"
-                                      f"--- stderr (end) ---\n{proc.stderr[-3000:]}")
-    print("\n".join(timings))
+    done = run_commands(to_run(readme_commands(README.read_text())), work, "readme_snippet")
+    print("\n".join(f"{seconds:6.1f} s  {cmd.splitlines()[0]}" for cmd, _, seconds in done))
     # What the later README text points at exists.
     assert (work / "runs" / "default" / "pretrained" / "discriminator.weights.h5").is_file()
     # The quick SST-2 fine-tune learns the task (the default model's encoder and 2,000 sentences,

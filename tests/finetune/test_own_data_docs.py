@@ -12,13 +12,11 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_commands import markdown_commands, run_commands
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "finetune.md"
@@ -37,8 +35,7 @@ def section_blocks():
     text = DOC.read_text(encoding="utf-8")
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
-    readme = _load("own_docs_readme_commands", REPO / "tests" / "test_readme_commands.py")
-    return readme.readme_commands(text[start:end if end >= 0 else len(text)])
+    return markdown_commands(text[start:end if end >= 0 else len(text)])
 
 
 def test_the_section_has_the_csv_example_and_the_python_example():
@@ -71,18 +68,7 @@ def test_the_section_runs_verbatim(tmp_path, shared_data):
     (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
     (work / "runs" / "default").mkdir(parents=True)
     make_run_dir(work / "runs" / "default")
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    outputs = []
-    for i, (kind, cmd) in enumerate(section_blocks()):
-        if kind == "python":
-            script = work / f"doc_snippet_{i}.py"
-            script.write_text(cmd, encoding="utf-8")
-            argv = [sys.executable, script.name]
-        else:
-            argv = ["bash", "-c", cmd]
-        proc = subprocess.run(argv, cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, f"{cmd}\n--- stderr ---\n{proc.stderr[-3000:]}"
-        outputs.append(proc)
+    outputs = [proc for _, proc, _ in run_commands(section_blocks(), work, "doc_snippet")]
 
     rows = list(csv.DictReader(open(work / "reviews_train.csv", encoding="utf-8")))
     assert len(rows) == 2000 and {r["label"] for r in rows} == {"negative", "positive"}
