@@ -161,7 +161,6 @@ def add_cell(work: Path, cell: dict) -> None:
 
 def rung_config(work: Path, rung: Rung) -> Path:
     """configs/<size>.json with the rung's overrides, sized for the study's vocabulary."""
-    sys.path.insert(0, str(REPO))
     from electra_tf.config import ElectraConfig
 
     base = REPO / "configs" / f"{rung.config}.json"
@@ -250,7 +249,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(REPO / "scripts"))
     import domain_study_report as report
 
     if args.report_only:
