@@ -21,12 +21,14 @@ directory, so an interrupted study picks up where it stopped. `results.md` and
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import gzip
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -36,6 +38,8 @@ SHARED = REPO.parent / "shared" / "data"
 CORPUS = [SHARED / "corpus" / "imdb.unsup.txt.gz", SHARED / "corpus" / "imdb.train.txt.gz"]
 SEEDS = "1,2,3"
 EVAL_ROWS = 2000
+VOCAB_SIZE = 8000
+LOCK = threading.Lock()  # cells.jsonl and the report, when fine-tuning runs in parallel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Rung:
     overrides: tuple = ()
     warmup: Optional[int] = None  # default: 10% of the steps
     continue_from: Optional[str] = None  # a finished rung this one trains on from (to `steps` in all)
+    long_tasks: bool = False  # also fine-tune on IMDB at 256 tokens (where whole reviews start to fit)
 
     @property
     def size(self) -> str:
@@ -67,15 +72,33 @@ RUNGS = [
     Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
     # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
     Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
+    # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 8):
+    # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
+    # collapsed on this text).
+    Rung("small_electra_gpu_20k", "small", 128, 20000, ("temperature=2.0",), long_tasks=True),
 ]
 
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
 RECIPES = {
-    "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1),
+    "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1, layerwise_lr_decay=1.0),
+    # The paper's fine-tuning of ELECTRA-Small (lr 3e-4, layer-wise decay 0.8, [CLS]), 10 epochs
+    # as for its small GLUE sets.
+    "paper": dict(learning_rate=3e-4, epochs=10, pooling="cls", warmup_proportion=0.1, layerwise_lr_decay=0.8),
 }
 
-# Labelled sets: name -> (GLUE-layout directory builder, fine-tuning sequence length).
+# Labelled sets: name -> fine-tuning sequence length.
 TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
+# Rungs with long_tasks also fine-tune these: the same rows as the task before "_", longer inputs.
+LONG_TASKS = {"imdb500_256": 256, "imdb2000_256": 256}
+
+
+def task_seq(task: str) -> int:
+    return {**TASKS, **LONG_TASKS}[task]
+
+
+def task_data(task: str) -> str:
+    """The labelled set a task reads (imdb500_256 reads imdb500)."""
+    return task.split("_256")[0]
 
 
 def log(msg: str) -> None:
@@ -119,19 +142,19 @@ def _write_glue(dir_: Path, train: List[tuple], dev: List[tuple]) -> None:
         os.replace(tmp, dir_ / name)
 
 
-def prepare(work: Path) -> Dict[str, Path]:
-    """Vocabulary (8,000 pieces on the corpus), shards at 64 and 128 tokens, labelled sets."""
+def prepare(work: Path, seqs=(64, 128)) -> Dict[str, Path]:
+    """Vocabulary (8,000 pieces on the corpus), shards at the rungs' lengths, labelled sets."""
     py = sys.executable
     vocab = work / "vocab.txt"
     if not vocab.is_file():
         run([py, "-m", "electra_tf.data.build_vocab", "--corpus", ",".join(map(str, CORPUS)),
-             "--vocab_size", "8000", "--output", str(vocab)], work / "prepare.log")
-    for seq in (64, 128):
+             "--vocab_size", str(VOCAB_SIZE), "--output", str(vocab)], work / "prepare.log")
+    for seq in seqs:
         out = work / f"shards{seq}"
         if not (out / "manifest.json").is_file():
             run([py, "-m", "electra_tf.data.build_pretraining_data", "--corpus", ",".join(map(str, CORPUS)),
                  "--vocab_file", str(vocab), "--output_dir", str(out), "--max_seq_length", str(seq),
-                 "--num_shards", "8", "--num_processes", "2", "--progress=false"], work / "prepare.log")
+                 "--num_shards", "8", "--num_processes", str(min(8, os.cpu_count() or 2)), "--progress=false"], work / "prepare.log")
     dev = _read_tsv_gz(SHARED / "imdb" / "dev.tsv.gz", EVAL_ROWS)
     for n in (500, 2000):
         d = work / f"imdb{n}"
@@ -167,7 +190,7 @@ def rung_config(work: Path, rung: Rung) -> Path:
     if not base.is_file():
         base = REPO / "scripts" / "study_configs" / f"{rung.config}.json"
     cfg = ElectraConfig.from_json(str(base))
-    cfg = cfg.replace(vocab_size=8000, max_seq_length=rung.seq, num_train_steps=rung.steps,
+    cfg = cfg.replace(vocab_size=VOCAB_SIZE, max_seq_length=rung.seq, num_train_steps=rung.steps,
                       num_warmup_steps=rung.warmup if rung.warmup is not None else max(1, rung.steps // 10))
     cfg = cfg.with_overrides(list(rung.overrides))
     path = work / "rungs" / rung.name / "config.json"
@@ -176,7 +199,8 @@ def rung_config(work: Path, rung: Rung) -> Path:
     return path
 
 
-def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dict]) -> dict:
+def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dict],
+             extra_flags: List[str] = ()) -> dict:
     key = f"pretrain:{rung.name}"
     if key in cells:
         return cells[key]
@@ -185,7 +209,7 @@ def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dic
     cmd = [sys.executable, "-m", "electra_tf.pretrain", "--config", str(config),
            "--data_dir", str(work / f"shards{rung.seq}"), "--vocab_file", str(data["vocab"]),
            "--model_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
-           "--save_every", "1000"]
+           "--save_every", "1000", *extra_flags]
     start_seconds = start_steps = 0
     if rung.continue_from:
         source = cells[f"pretrain:{rung.continue_from}"]
@@ -198,11 +222,13 @@ def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dic
     cfg = ElectraConfig.from_json(str(config))
     cell = {"key": key, "rung": rung.name, "size": rung.size, "seq": rung.seq, "steps": rung.steps,
             "overrides": list(rung.overrides), "continue_from": rung.continue_from, "start_steps": start_steps,
+            "flags": list(extra_flags),
             "seconds": round(seconds, 1),
             "flops": total_train_flops(cfg, cfg.train_batch_size, rung.steps, rung.seq),
             "final": _final_metrics(rdir / "pretrain.log")}
-    add_cell(work, cell)
-    cells[key] = cell
+    with LOCK:
+        add_cell(work, cell)
+        cells[key] = cell
     return cell
 
 
@@ -218,9 +244,10 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
         return cells[key]
     out = work / "finetune" / init_name / f"{task}_{recipe}"
     r = RECIPES[recipe]
-    cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data[task]),
+    cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data[task_data(task)]),
            "--init", init, "--vocab_file", str(data["vocab"]), "--seeds", SEEDS,
-           "--max_seq_length", str(TASKS[task]), "--batch_size", "32", "--layerwise_lr_decay", "1.0",
+           "--max_seq_length", str(task_seq(task)), "--batch_size", "32",
+           "--layerwise_lr_decay", str(r["layerwise_lr_decay"]),
            "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),
            "--pooling", r["pooling"], "--warmup_proportion", str(r["warmup_proportion"]),
            "--save_every", "0", "--output_dir", str(out)]
@@ -234,17 +261,58 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     accs = [round(100 * s["accuracy"], 2) for s in res["seeds"]]
     cell = {"key": key, "init": init_name, "task": task, "recipe": recipe, "seeds": accs,
             "median": round(100 * res["median"]["accuracy"], 2), "seconds": round(seconds, 1)}
-    add_cell(work, cell)
-    cells[key] = cell
+    with LOCK:
+        add_cell(work, cell)
+        cells[key] = cell
     log(f"{init_name} {task} {recipe}: {accs} median {cell['median']}")
     return cell
+
+
+def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], cells: Dict[str, dict],
+             extra_flags: List[str], parallel: int) -> None:
+    """Pre-training, then every fine-tuning cell of the rung (random init and pre-trained).
+
+    With parallel > 1 (one GPU shared by several processes) the random-init cells start at once,
+    beside the pre-training, and the pre-trained ones when it has finished."""
+    import domain_study_report as report
+
+    config = work / "rungs" / rung.name / "config.json"
+    tasks = list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
+    pretrained = str(work / "rungs" / rung.name / "run")
+    random_jobs = [("random", f"random_{rung.size}", t, r) for r in recipes for t in tasks]
+    trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
+
+    def job(spec):
+        init, name, task, recipe = spec
+        finetune(work, init, name, config, task, recipe, data, cells)
+        with LOCK:
+            report.write(work, RUNGS)
+
+    if parallel <= 1:
+        pretrain(work, rung, data, cells, extra_flags)
+        for spec in [j for pair in zip(random_jobs, trained_jobs) for j in pair]:
+            job(spec)
+    else:
+        rung_config(work, rung)
+        with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+            futures = [pool.submit(job, spec) for spec in random_jobs]
+            pretrain(work, rung, data, cells, extra_flags)
+            futures += [pool.submit(job, spec) for spec in trained_jobs]
+            for f in futures:
+                f.result()  # a failed cell stops the study with its command and log
+    report.probe(work, rung, data, TASKS, cells, add_cell)
+    report.write(work, RUNGS)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work_dir", default=str(REPO / "runs" / "domain_study"))
-    p.add_argument("--rungs", default="", help="comma-separated rung names (default: all, in order)")
-    p.add_argument("--recipes", default="r1")
+    p.add_argument("--rungs", default="", help="comma-separated rung names (default: all CPU rungs, in order)")
+    p.add_argument("--recipes", default="r1", help=f"comma-separated fine-tuning recipes of {sorted(RECIPES)}")
+    p.add_argument("--pretrain_flags", default="",
+                   help='extra pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU')
+    p.add_argument("--parallel", type=int, default=1,
+                   help="fine-tuning processes at a time (GPU: 8; they start beside the pre-training)")
     p.add_argument("--report_only", action="store_true")
     args = p.parse_args(argv)
     work = Path(args.work_dir)
@@ -254,22 +322,23 @@ def main(argv=None) -> int:
     if args.report_only:
         report.write(work, RUNGS)
         return 0
-    data = prepare(work)
+    names = [n for n in args.rungs.split(",") if n]
+    unknown = sorted(set(names) - {r.name for r in RUNGS})
+    recipes = [r for r in args.recipes.split(",") if r]
+    if unknown or set(recipes) - set(RECIPES):
+        p.error(f"unknown rung or recipe: {unknown or sorted(set(recipes) - set(RECIPES))}; "
+                f"rungs: {[r.name for r in RUNGS]}, recipes: {sorted(RECIPES)}")
+    # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
+    wanted = [r for r in RUNGS if (r.name in names if names else "gpu" not in r.name)]
+    if args.parallel > 1:
+        # Several processes share one GPU: each takes memory as it needs it, not all of it.
+        os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    data = prepare(work, sorted({r.seq for r in wanted}))
     cells = load_cells(work)
     report.baselines(work, data, TASKS, cells, add_cell)
-    wanted = [r for r in RUNGS if not args.rungs or r.name in args.rungs.split(",")]
     for rung in wanted:
         log(f"rung {rung.name}: pre-training {rung.size} seq {rung.seq} for {rung.steps} steps")
-        pretrain(work, rung, data, cells)
-        config = work / "rungs" / rung.name / "config.json"
-        for recipe in args.recipes.split(","):
-            for task in TASKS:
-                finetune(work, "random", f"random_{rung.size}", config, task, recipe, data, cells)
-                finetune(work, str(work / "rungs" / rung.name / "run"), rung.name, config, task, recipe,
-                         data, cells)
-                report.write(work, RUNGS)
-        report.probe(work, rung, data, TASKS, cells, add_cell)
-        report.write(work, RUNGS)
+        run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel)
     return 0
 
 

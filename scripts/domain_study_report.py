@@ -7,7 +7,8 @@ import statistics
 from pathlib import Path
 from typing import Callable, Dict, List
 
-TASK_LABELS = {"imdb500": "IMDB 500", "imdb2000": "IMDB 2,000", "sst2_2000": "SST-2 2,000"}
+TASK_LABELS = {"imdb500": "IMDB 500", "imdb2000": "IMDB 2,000", "sst2_2000": "SST-2 2,000",
+               "imdb500_256": "IMDB 500, 256 tokens", "imdb2000_256": "IMDB 2,000, 256 tokens"}
 
 
 def _rows(path: Path) -> tuple:
@@ -102,7 +103,7 @@ def write(work: Path, rungs) -> None:
             if rnd is None:
                 continue
             gain = cell["median"] - rnd["median"]
-            tfidf = cells.get(f"tfidf:{task}:{study.TASKS[task]}", {}).get("accuracy", "")
+            tfidf = cells.get(f"tfidf:{study.task_data(task)}:{study.task_seq(task)}", {}).get("accuracy", "")
             pp, pr = cells.get(f"probe:{rung.name}:{task}"), cells.get(f"probe:random_{rung.size}:{task}")
             probe_txt = (f"{pp['embeddings_mean']:.1f}, {pp['last_mean']:.1f} / "
                          f"{pr['embeddings_mean']:.1f}, {pr['last_mean']:.1f}") if pp and pr else ""

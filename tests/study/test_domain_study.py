@@ -1,0 +1,90 @@
+"""scripts/domain_study.py: a rung runs end to end (with fine-tuning in parallel), resumes, refuses typos.
+
+The study itself takes hours; here one made-small rung (tiny, 6 steps, 500 labelled reviews, one
+seed, one epoch) goes through the same code: shards, pre-training with extra flags, random-init and
+pre-trained fine-tuning at two lengths, TF-IDF baselines and the report.
+"""
+
+import gzip
+import importlib.util
+import json
+import sys
+
+import pytest
+
+SCRIPTS = "scripts"
+
+
+@pytest.fixture
+def study(repo_root, shared_data, tmp_path, monkeypatch):
+    """The study module, made small: a 600-paragraph corpus, one tiny rung, 40 scored reviews."""
+    monkeypatch.syspath_prepend(str(repo_root / SCRIPTS))  # the script imports its report module
+    spec = importlib.util.spec_from_file_location("domain_study", repo_root / SCRIPTS / "domain_study.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "domain_study", module)  # the report reads the rungs from it
+    spec.loader.exec_module(module)
+    corpus = tmp_path / "reviews.txt"
+    with gzip.open(shared_data / "corpus" / "imdb.unsup.txt.gz", "rt", encoding="utf-8") as f:
+        corpus.write_text("".join(line for _, line in zip(range(600), f)), encoding="utf-8")
+    monkeypatch.setattr(module, "CORPUS", [corpus])
+    monkeypatch.setattr(module, "VOCAB_SIZE", 600)
+    monkeypatch.setattr(module, "EVAL_ROWS", 40)
+    monkeypatch.setattr(module, "SEEDS", "1")
+    monkeypatch.setattr(module, "TASKS", {"imdb500": 64})
+    monkeypatch.setattr(module, "LONG_TASKS", {"imdb500_256": 96})
+    monkeypatch.setattr(module, "RECIPES", {"r1": dict(module.RECIPES["r1"], epochs=1)})
+    monkeypatch.setattr(module, "RUNGS", [module.Rung("tiny_t", "tiny", 64, 6, long_tasks=True)])
+    import domain_study_report
+
+    # The probe reads the full-size tasks; it has its own test path (electra_tf.baselines).
+    monkeypatch.setattr(domain_study_report, "probe", lambda *args, **kwargs: None)
+    return module
+
+
+def test_a_rung_pretrains_fine_tunes_both_inits_at_both_lengths_and_resumes(study, tmp_path):
+    work = tmp_path / "work"
+    argv = ["--work_dir", str(work), "--rungs", "tiny_t", "--parallel", "2", "--pretrain_flags", "--log_every 3"]
+    assert study.main(argv) == 0
+
+    cells = study.load_cells(work)
+    pre = cells["pretrain:tiny_t"]
+    assert pre["steps"] == 6 and pre["flags"] == ["--log_every", "3"] and pre["flops"] > 0
+    for init in ("random_tiny", "tiny_t"):
+        for task in ("imdb500", "imdb500_256"):
+            cell = cells[f"ft:{init}:{task}:r1"]
+            assert len(cell["seeds"]) == 1 and 0.0 <= cell["median"] <= 100.0
+    # The long task reads the same 500 reviews at its own length.
+    log = (work / "finetune" / "tiny_t" / "imdb500_256_r1" / "finetune.log").read_text(encoding="utf-8")
+    assert "--max_seq_length 96" in log and f"--data_dir {work / 'imdb500'} " in log
+    assert f"--init {work / 'rungs' / 'tiny_t' / 'run'} " in log
+    assert "--learning_rate 0.001 --epochs 1 " in log
+    train_rows = (work / "imdb500" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(train_rows) == 501  # header + the first 500 labelled reviews
+    assert "tfidf:imdb500:64" in cells and "tfidf:imdb500:all" in cells
+    report = (work / "results.md").read_text(encoding="utf-8")
+    assert "| tiny_t | tiny | 64 | 6 |" in report and "IMDB 500, 256 tokens" in report
+
+    # A second run finds every cell done and adds none.
+    lines = (work / "cells.jsonl").read_text(encoding="utf-8").splitlines()
+    assert study.main(argv) == 0
+    assert (work / "cells.jsonl").read_text(encoding="utf-8").splitlines() == lines
+    assert len({json.loads(line)["key"] for line in lines}) == len(lines)
+
+
+def test_unknown_rung_or_recipe_is_one_error(study, tmp_path, capsys):
+    for argv in (["--rungs", "tiny_x"], ["--recipes", "r9"]):
+        with pytest.raises(SystemExit) as exit_info:
+            study.main(["--work_dir", str(tmp_path / "w")] + argv)
+        assert exit_info.value.code == 2
+        assert "unknown rung or recipe" in capsys.readouterr().err
+
+
+def test_long_tasks_read_their_base_set(repo_root, monkeypatch):
+    spec = importlib.util.spec_from_file_location("domain_study_plain", repo_root / SCRIPTS / "domain_study.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "domain_study_plain", module)  # dataclasses look the module up
+    spec.loader.exec_module(module)
+    assert module.task_data("imdb2000_256") == "imdb2000" and module.task_seq("imdb2000_256") == 256
+    assert module.task_data("sst2_2000") == "sst2_2000" and module.task_seq("sst2_2000") == 64
+    gpu = [r for r in module.RUNGS if "gpu" in r.name]
+    assert gpu and all(r.long_tasks for r in gpu)
