@@ -72,6 +72,8 @@ RUNGS = [
     Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
     # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
     Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
+    # Pre-training at 64 tokens, equal FLOPs to cpu_demo_electra_5k (a step costs 1/2.09 of a 128-token one).
+    Rung("cpu_demo_electra_seq64_eq5k", "cpu_demo", 64, 10457),
     # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 8):
     # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
     # collapsed on this text).
