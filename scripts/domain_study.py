@@ -3,6 +3,8 @@
     python scripts/domain_study.py                      # every rung, in order; re-run to resume
     python scripts/domain_study.py --rungs mini_electra_5k,mini_mlm_5k
     python scripts/domain_study.py --report_only        # table + plot from what has finished
+    python scripts/domain_study.py --rungs small_electra_gpu_20k --recipes r1,paper \
+        --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10    # one GPU
 
 Pre-trains on the IMDB text of ../shared/data (the 50,000 unlabelled reviews and the text of
 the 20,000 labelled training reviews; never the dev reviews) at a ladder of model sizes and
