@@ -70,7 +70,7 @@ RUNGS = [
     Rung("cpu_demo_mlm_eq5k", "cpu_demo", 128, 8490, ("objective=mlm",)),
     Rung("cpu_demo_electra_15k", "cpu_demo", 128, 15000, continue_from="cpu_demo_electra_5k"),
     Rung("cpu_demo_electra_t1_5k", "cpu_demo", 128, 5000, ("temperature=1.0",)),
-    Rung("mini_electra_3k", "mini", 128, 3000, ("temperature=2.0",)),
+    Rung("mini_electra_3k", "mini", 128, 3000, ("temperature=2.0",), long_tasks=True),
     Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
     # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
     Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
