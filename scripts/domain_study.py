@@ -76,7 +76,7 @@ RUNGS = [
     Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
     # Pre-training at 64 tokens, equal FLOPs to cpu_demo_electra_5k (a step costs 1/2.09 of a 128-token one).
     Rung("cpu_demo_electra_seq64_eq5k", "cpu_demo", 64, 10457),
-    # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 8):
+    # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10):
     # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
     # collapsed on this text).
     Rung("small_electra_gpu_20k", "small", 128, 20000, ("temperature=2.0",), long_tasks=True),
@@ -101,8 +101,8 @@ def task_seq(task: str) -> int:
 
 
 def task_data(task: str) -> str:
-    """The labelled set a task reads (imdb500_256 reads imdb500)."""
-    return task.split("_256")[0]
+    """The labelled set a task reads (a long task reads the set its name extends: imdb500_256 -> imdb500)."""
+    return task.rsplit("_", 1)[0] if task in LONG_TASKS else task
 
 
 def log(msg: str) -> None:
@@ -316,7 +316,7 @@ def main(argv=None) -> int:
     p.add_argument("--pretrain_flags", default="",
                    help='extra pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU')
     p.add_argument("--parallel", type=int, default=1,
-                   help="fine-tuning processes at a time (GPU: 8; they start beside the pre-training)")
+                   help="fine-tuning processes at a time (one H100: 10; they start beside the pre-training)")
     p.add_argument("--report_only", action="store_true")
     args = p.parse_args(argv)
     work = Path(args.work_dir)
