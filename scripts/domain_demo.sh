@@ -11,7 +11,8 @@
 # OUT_DIR        where everything goes (default runs/domain_demo). Re-run the same command after an
 #                interruption: every step resumes or is skipped when done.
 #
-# Environment (optional): CONFIG (configs/cpu_demo.json), STEPS (pre-training steps, default 15000),
+# Environment (optional): CONFIG (configs/mini.json), STEPS (pre-training steps, default 3000: with
+# mini, the rung of docs/domain_study.md closest to random init on IMDB with 500 labels),
 # SEQ (tokens, 128), VOCAB_SIZE (8000), LABELS ("500 2000": training rows per comparison),
 # SEEDS (1,2,3), VALIDATION_FILE (default: imdb/dev.tsv.gz for the default data, else a 10%
 # split of LABELLED_FILE), TEXT_COLUMN, LABEL_COLUMN, MAX_EVAL (2000 scored rows),
@@ -24,8 +25,8 @@ SHARED=../shared/data
 CORPUS=${1:-$SHARED/corpus/imdb.unsup.txt.gz,$SHARED/corpus/imdb.train.txt.gz}
 LABELLED=${2:-$SHARED/imdb/train.tsv.gz}
 OUT=${3:-runs/domain_demo}
-CONFIG=${CONFIG:-configs/cpu_demo.json}
-STEPS=${STEPS:-15000}
+CONFIG=${CONFIG:-configs/mini.json}
+STEPS=${STEPS:-3000}
 SEQ=${SEQ:-128}
 VOCAB_SIZE=${VOCAB_SIZE:-8000}
 LABELS=${LABELS:-500 2000}
