@@ -96,11 +96,11 @@ def test_readme_commands_run_in_order(tmp_path, repo_root, shared_data):
     print("\n".join(f"{seconds:6.1f} s  {cmd.splitlines()[0]}" for cmd, _, seconds in done))
     # What the later README text points at exists.
     assert (work / "runs" / "default" / "pretrained" / "discriminator.weights.h5").is_file()
-    # The quick SST-2 fine-tune learns the task (the default model's encoder and 2,000 sentences,
-    # the CPU sizes' defaults: 10 epochs at lr 1e-3, mean pooling): 0.62-0.64 measured over seeds
-    # 1-3 on the whole dev set; chance is 0.51.
+    # The quick SST-2 fine-tune reaches 0.65 on the whole dev set (the default model's encoder and
+    # 2,000 sentences, the CPU sizes' defaults: 10 epochs at lr 1e-3, mean pooling): 0.671, 0.681 and
+    # 0.682 measured with seeds 1-3; chance is 0.51, and 0.636 before the sample corpus had reviews.
     results = json.loads((work / "runs" / "sst2" / "results.json").read_text(encoding="utf-8"))
-    assert results["median"]["accuracy"] >= 0.58, results["median"]
+    assert results["median"]["accuracy"] >= 0.65, results["median"]
     reviews = json.loads((work / "runs" / "reviews" / "results.json").read_text(encoding="utf-8"))
     assert set(reviews["seeds"][0]) >= {"accuracy", "macro_f1"}, reviews["seeds"][0]
     assert (work / "predictions.jsonl").is_file()

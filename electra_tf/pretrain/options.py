@@ -33,7 +33,7 @@ DEFAULT_MODEL_DIR = os.path.join("runs", "default")
 # The embedded default: configs/tiny.json (its 300 steps at batch 32: ~2 min on 2 CPU cores) on data
 # built from the sample corpus with this vocabulary.
 DEMO_VOCAB_SIZE = 2000
-DEMO_VOCAB_MIN_COUNT = 2  # a 13k-word corpus: words seen twice become whole pieces
+DEMO_VOCAB_MIN_COUNT = 2  # a 17k-word corpus: words seen twice become whole pieces
 DEMO_EVAL_DOCS = 4  # the last documents of the sample corpus are held out
 
 # Files inside <model_dir>.
