@@ -76,6 +76,10 @@ RUNGS = [
     Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
     # Pre-training at 64 tokens, equal FLOPs to cpu_demo_electra_5k (a step costs 1/2.09 of a 128-token one).
     Rung("cpu_demo_electra_seq64_eq5k", "cpu_demo", 64, 10457),
+    # DeBERTa-v3's gradient-disentangled embedding sharing: the token table learns from the
+    # generator's MLM alone, the discriminator adds its own delta (one V x E merge a step: the
+    # same FLOPs to 4 digits as cpu_demo_electra_5k).
+    Rung("cpu_demo_electra_gdes_5k", "cpu_demo", 128, 5000, ("embedding_sharing=gdes",)),
     # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10):
     # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
     # collapsed on this text).

@@ -112,7 +112,9 @@ def write(work: Path, rungs) -> None:
                 f"{pre['seconds']:.0f} | {recipe} | {TASK_LABELS[task]} | {cell['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in cell['seeds'])}) | {rnd['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in rnd['seeds'])}) | {gain:+.2f} | {tfidf} | {probe_txt} |")
-            points.setdefault((rung.size, task, recipe, " ".join(rung.overrides)), []).append((pre["flops"], gain))
+            # One line per setting: a rung pre-trained at another length is its own series.
+            setting = " ".join(list(rung.overrides) + ([f"seq {rung.seq}"] if rung.seq != 128 else []))
+            points.setdefault((rung.size, task, recipe, setting), []).append((pre["flops"], gain))
     tfidf_lines = ["| task | TF-IDF + LR, same tokens | 256 tokens | whole texts |", "|---|---|---|---|"]
     for task, seq in study.TASKS.items():
         vals = [cells.get(f"tfidf:{task}:{t}", {}).get("accuracy", "") for t in (seq, 256, "all")]
