@@ -93,6 +93,19 @@ RECIPES = {
     # as for its small GLUE sets.
     "paper": dict(learning_rate=3e-4, epochs=10, pooling="cls", warmup_proportion=0.1, layerwise_lr_decay=0.8),
 }
+# The fine-tuning levers, each one change to r1 (chosen on the scored dev rows: run them with
+# --recipes and --tasks on one rung, pre-trained and random alike).
+_R1 = RECIPES["r1"]
+RECIPES.update({
+    "r1_epochs20": dict(_R1, epochs=20),
+    "r1_lr3e-3": dict(_R1, learning_rate=3e-3),
+    "r1_warmup0": dict(_R1, warmup_proportion=0.0),
+    "r1_warmup30": dict(_R1, warmup_proportion=0.3),
+    "r1_cls": dict(_R1, pooling="cls"),
+    # The head at lr 1e-3 and each layer below at half the rate of the one above: a separate,
+    # faster head learning rate.
+    "r1_decay0.5": dict(_R1, layerwise_lr_decay=0.5),
+})
 
 # Labelled sets: name -> fine-tuning sequence length.
 TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
@@ -277,8 +290,10 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
 
 
 def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], cells: Dict[str, dict],
-             extra_flags: List[str], parallel: int) -> None:
+             extra_flags: List[str], parallel: int, only_tasks: List[str] = ()) -> None:
     """Pre-training, then every fine-tuning cell of the rung (random init and pre-trained).
+
+    only_tasks: fine-tune on these labelled sets only (default: every task of the rung).
 
     With parallel > 1 (one GPU shared by several processes) the random-init cells start at once,
     beside the pre-training, and the pre-trained ones when it has finished."""
@@ -286,6 +301,7 @@ def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], 
 
     config = work / "rungs" / rung.name / "config.json"
     tasks = list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
+    tasks = [t for t in tasks if t in only_tasks] if only_tasks else tasks
     pretrained = str(work / "rungs" / rung.name / "run")
     random_jobs = [("random", f"random_{rung.size}", t, r) for r in recipes for t in tasks]
     trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
@@ -317,6 +333,9 @@ def main(argv=None) -> int:
     p.add_argument("--work_dir", default=str(REPO / "runs" / "domain_study"))
     p.add_argument("--rungs", default="", help="comma-separated rung names (default: all CPU rungs, in order)")
     p.add_argument("--recipes", default="r1", help=f"comma-separated fine-tuning recipes of {sorted(RECIPES)}")
+    p.add_argument("--tasks", default="",
+                   help=f"comma-separated labelled sets to fine-tune on (default: all of the rung's) of "
+                        f"{sorted(TASKS) + sorted(LONG_TASKS)}")
     p.add_argument("--pretrain_flags", default="",
                    help='extra pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU')
     p.add_argument("--parallel", type=int, default=1,
@@ -333,9 +352,13 @@ def main(argv=None) -> int:
     names = [n for n in args.rungs.split(",") if n]
     unknown = sorted(set(names) - {r.name for r in RUNGS})
     recipes = [r for r in args.recipes.split(",") if r]
+    tasks = [t for t in args.tasks.split(",") if t]
     if unknown or set(recipes) - set(RECIPES):
         p.error(f"unknown rung or recipe: {unknown or sorted(set(recipes) - set(RECIPES))}; "
                 f"rungs: {[r.name for r in RUNGS]}, recipes: {sorted(RECIPES)}")
+    if set(tasks) - set(TASKS) - set(LONG_TASKS):
+        p.error(f"unknown task: {sorted(set(tasks) - set(TASKS) - set(LONG_TASKS))}; "
+                f"tasks: {sorted(TASKS) + sorted(LONG_TASKS)}")
     # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
     wanted = [r for r in RUNGS if (r.name in names if names else "gpu" not in r.name)]
     if args.parallel > 1:
@@ -346,7 +369,7 @@ def main(argv=None) -> int:
     report.baselines(work, data, TASKS, cells, add_cell)
     for rung in wanted:
         log(f"rung {rung.name}: pre-training {rung.size} seq {rung.seq} for {rung.steps} steps")
-        run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel)
+        run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel, tasks)
     return 0
 
 

@@ -112,6 +112,8 @@ def write(work: Path, rungs) -> None:
                 f"{pre['seconds']:.0f} | {recipe} | {TASK_LABELS[task]} | {cell['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in cell['seeds'])}) | {rnd['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in rnd['seeds'])}) | {gain:+.2f} | {tfidf} | {probe_txt} |")
+            if recipe not in ("r1", "paper"):
+                continue  # the fine-tuning levers are a table, not the curve
             # One line per setting: a rung pre-trained at another length is its own series.
             setting = " ".join(list(rung.overrides) + ([f"seq {rung.seq}"] if rung.seq != 128 else []))
             points.setdefault((rung.size, task, recipe, setting), []).append((pre["flops"], gain))
