@@ -361,6 +361,10 @@ def main(argv=None) -> int:
                 f"tasks: {sorted(TASKS) + sorted(LONG_TASKS)}")
     # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
     wanted = [r for r in RUNGS if (r.name in names if names else "gpu" not in r.name)]
+    for rung in wanted:
+        if tasks and not set(tasks) & (set(TASKS) | (set(LONG_TASKS) if rung.long_tasks else set())):
+            p.error(f"none of --tasks {tasks} is fine-tuned on rung {rung.name} (its tasks: "
+                    f"{sorted(TASKS) + (sorted(LONG_TASKS) if rung.long_tasks else [])})")
     if args.parallel > 1:
         # Several processes share one GPU: each takes memory as it needs it, not all of it.
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")

@@ -71,12 +71,19 @@ def test_a_rung_pretrains_fine_tunes_both_inits_at_both_lengths_and_resumes(stud
     assert len({json.loads(line)["key"] for line in lines}) == len(lines)
 
 
-def test_unknown_rung_or_recipe_is_one_error(study, tmp_path, capsys):
-    for argv in (["--rungs", "tiny_x"], ["--recipes", "r9"]):
+def test_unknown_rung_recipe_or_task_is_one_error(study, tmp_path, capsys):
+    for argv, message in ((["--rungs", "tiny_x"], "unknown rung or recipe"), (["--recipes", "r9"], "unknown rung or recipe"),
+                          (["--tasks", "imdb9"], "unknown task: ['imdb9']")):
         with pytest.raises(SystemExit) as exit_info:
             study.main(["--work_dir", str(tmp_path / "w")] + argv)
         assert exit_info.value.code == 2
-        assert "unknown rung or recipe" in capsys.readouterr().err
+        assert message in capsys.readouterr().err
+    # A task the rung does not fine-tune on would leave it with no cell: refused before any work.
+    study.RUNGS.append(study.Rung("tiny_short", "tiny", 64, 6))
+    with pytest.raises(SystemExit):
+        study.main(["--work_dir", str(tmp_path / "w"), "--rungs", "tiny_short", "--tasks", "imdb500_256"])
+    assert "none of --tasks ['imdb500_256'] is fine-tuned on rung tiny_short" in capsys.readouterr().err
+    assert not (tmp_path / "w" / "rungs").exists()
 
 
 def test_long_tasks_read_their_base_set(repo_root, monkeypatch):
@@ -88,3 +95,17 @@ def test_long_tasks_read_their_base_set(repo_root, monkeypatch):
     assert module.task_data("sst2_2000") == "sst2_2000" and module.task_seq("sst2_2000") == 64
     gpu = [r for r in module.RUNGS if "gpu" in r.name]
     assert gpu and all(r.long_tasks for r in gpu)
+
+
+def test_fine_tuning_levers_change_one_setting_of_r1(repo_root, monkeypatch):
+    spec = importlib.util.spec_from_file_location("domain_study_levers", repo_root / SCRIPTS / "domain_study.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "domain_study_levers", module)
+    spec.loader.exec_module(module)
+    r1 = module.RECIPES["r1"]
+    levers = {name: recipe for name, recipe in module.RECIPES.items() if name.startswith("r1_")}
+    assert len(levers) == 6
+    for name, recipe in levers.items():
+        changed = {k for k in r1 if recipe[k] != r1[k]}
+        assert len(changed) == 1 and set(recipe) == set(r1), (name, changed)
+    assert levers["r1_lr3e-3"]["learning_rate"] == 3e-3 and levers["r1_warmup0"]["warmup_proportion"] == 0.0
