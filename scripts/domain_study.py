@@ -113,6 +113,11 @@ TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
 LONG_TASKS = {"imdb500_256": 256, "imdb2000_256": 256}
 
 
+def rung_tasks(rung: Rung) -> List[str]:
+    """The labelled sets a rung fine-tunes on, in order."""
+    return list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
+
+
 def task_seq(task: str) -> int:
     return {**TASKS, **LONG_TASKS}[task]
 
@@ -300,8 +305,7 @@ def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], 
     import domain_study_report as report
 
     config = work / "rungs" / rung.name / "config.json"
-    tasks = list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
-    tasks = [t for t in tasks if t in only_tasks] if only_tasks else tasks
+    tasks = [t for t in rung_tasks(rung) if not only_tasks or t in only_tasks]
     pretrained = str(work / "rungs" / rung.name / "run")
     random_jobs = [("random", f"random_{rung.size}", t, r) for r in recipes for t in tasks]
     trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
@@ -362,9 +366,8 @@ def main(argv=None) -> int:
     # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
     wanted = [r for r in RUNGS if (r.name in names if names else "gpu" not in r.name)]
     for rung in wanted:
-        if tasks and not set(tasks) & (set(TASKS) | (set(LONG_TASKS) if rung.long_tasks else set())):
-            p.error(f"none of --tasks {tasks} is fine-tuned on rung {rung.name} (its tasks: "
-                    f"{sorted(TASKS) + (sorted(LONG_TASKS) if rung.long_tasks else [])})")
+        if tasks and not set(tasks) & set(rung_tasks(rung)):
+            p.error(f"none of --tasks {tasks} is fine-tuned on rung {rung.name} (its tasks: {rung_tasks(rung)})")
     if args.parallel > 1:
         # Several processes share one GPU: each takes memory as it needs it, not all of it.
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
