@@ -7,6 +7,10 @@ Import into our model directory (the layout of electra_tf/models/saving.py):
     python -m electra_tf.convert --from hf --input electra-small-discriminator/ \
         --generator_input electra-small-generator/ --output models/small
     python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output models/small
+    python -m electra_tf.convert --from hf --input all-MiniLM-L6-v2/ --output models/minilm
+        (a BERT-family encoder, model_type bert: it becomes the discriminator; its pooler and
+        any BERT pre-training heads are dropped; `pretrain --init_from` adds a fresh generator
+        and discriminator head)
 
 Export one of our model directories:
 
@@ -80,7 +84,7 @@ def run(args) -> int:
         return _fail(str(e))
 
 
-_DIRECTORIES = {"hf": "a Hugging Face ELECTRA model directory (config.json + model.safetensors)",
+_DIRECTORIES = {"hf": "a Hugging Face ELECTRA or BERT model directory (config.json + model.safetensors)",
                 "keras_hub": "a keras-hub ElectraBackbone preset directory"}
 
 
@@ -119,6 +123,8 @@ def _import(args, base) -> int:
         source.update(info)
         if "note" in info:
             print(f"warning: {info['note']}", file=sys.stderr)
+        for part in info.get("dropped", ()):
+            print(f"note: dropped {part}: it has no counterpart in ELECTRA", file=sys.stderr)
     else:
         pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
         if args.require_all:

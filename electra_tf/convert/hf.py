@@ -9,6 +9,15 @@ be installed (`torch.load(weights_only=True)`).
 and `ElectraForMaskedLM` (generator: `electra.*`, `generator_predictions.*`,
 `generator_lm_head.*`) are translated into the canonical Google names of
 `mapping.py`; Hugging Face `nn.Linear` weights are [out, in] and are transposed.
+
+BERT-family checkpoints (`model_type: bert`: BertModel names `embeddings.*`,
+`encoder.layer.N.*`, or BertForMaskedLM / BertForPreTraining names under `bert.`)
+import as an ELECTRA discriminator: a BERT encoder is one whose embedding size
+equals its hidden size. What ELECTRA has no place for is dropped and reported:
+the pooler (`pooler.*`, a tanh layer over [CLS] that ELECTRA lacks) and the
+pre-training heads (`cls.*`: BERT's masked-LM and next-sentence heads). The
+discriminator head and the generator are then absent: continued pre-training
+(`pretrain --init_from`) starts them fresh.
 """
 
 from __future__ import annotations
@@ -165,6 +174,34 @@ _HEAD_NAMES = {
 }
 
 
+# BERT-family checkpoints: the encoder's names are ELECTRA's under another prefix.
+_BERT_DROPPED = (("pooler.", "the pooler (a tanh layer over [CLS]; ELECTRA has none)"),
+                 ("cls.predictions.", "BERT's masked-LM head"),
+                 ("cls.seq_relationship.", "BERT's next-sentence head"))
+
+
+def bert_to_electra_names(weights: Dict[str, np.ndarray]) -> Tuple[Dict[str, np.ndarray], list]:
+    """BERT names -> Hugging Face ELECTRA discriminator names; returns (weights, dropped parts).
+
+    Accepts BertModel names (`embeddings.*`, `encoder.*`, `pooler.*`) and the
+    `bert.`-prefixed names of BertForMaskedLM / BertForPreTraining; `cls.*`
+    heads and the pooler are dropped (listed in the second value).
+    """
+    out, dropped = {}, []
+    for name, value in weights.items():
+        body = name[len("bert."):] if name.startswith("bert.") else name
+        part = next((what for prefix, what in _BERT_DROPPED if body.startswith(prefix)), None)
+        if part is not None:
+            if part not in dropped:
+                dropped.append(part)
+            continue
+        if body.startswith(("embeddings.", "encoder.")):
+            out["electra." + body] = value
+        else:
+            out[name] = value  # reported as unmapped by to_canonical
+    return out, dropped
+
+
 # --------------------------------------------------------------------------- reading a directory
 def read_weights(model_dir: str) -> Dict[str, np.ndarray]:
     """{Hugging Face name: array} from model.safetensors (or pytorch_model.bin with torch)."""
@@ -202,10 +239,14 @@ def read_config(model_dir: str) -> dict:
 
 
 def kind_of(hf_config: dict, weights: Dict[str, np.ndarray], source: str = "the checkpoint") -> str:
-    """"discriminator" (ElectraForPreTraining / ElectraModel) or "generator" (ElectraForMaskedLM)."""
+    """"discriminator" (ElectraForPreTraining / ElectraModel, or a BERT encoder) or "generator"
+    (ElectraForMaskedLM)."""
+    if hf_config.get("model_type") == "bert":
+        return "discriminator"
     if hf_config.get("model_type") not in (None, "electra"):
-        raise ConversionError(f"{source} holds a {hf_config.get('model_type')!r} model, not 'electra'; pass an "
-                              f"ELECTRA checkpoint (e.g. google/electra-small-discriminator)")
+        raise ConversionError(f"{source} holds a {hf_config.get('model_type')!r} model, not 'electra' or "
+                              f"'bert'; pass an ELECTRA checkpoint (e.g. google/electra-small-discriminator) "
+                              f"or a BERT encoder")
     if any(k.startswith("generator_") for k in weights):
         return "generator"
     archs = hf_config.get("architectures") or []
@@ -258,9 +299,17 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
     if kind_of(hf_disc, disc_weights, disc_dir) != "discriminator":
         raise ConversionError(f"{disc_dir} is an ElectraForMaskedLM (generator); pass the discriminator "
                               f"(ElectraForPreTraining) as --input and this one as --generator_input")
+    info = {"discriminator": os.path.basename(os.path.normpath(disc_dir))}
+    if hf_disc.get("model_type") == "bert":
+        if gen_dir is not None:
+            raise ConversionError(f"{disc_dir} is a BERT encoder, which has no ELECTRA generator to pair with "
+                                  f"--generator_input; drop --generator_input (pre-training starts a fresh one)")
+        disc_weights, dropped = bert_to_electra_names(disc_weights)
+        info["model_type"] = "bert"
+        if dropped:
+            info["dropped"] = dropped
     tensors = to_canonical(disc_weights, "electra", disc_dir)
     act = _act(hf_disc, disc_dir)
-    info = {"discriminator": os.path.basename(os.path.normpath(disc_dir))}
     if act == "gelu_approximate":
         info["note"] = ("hidden_act is the tanh GELU: the encoders use it, but our discriminator head "
                         "always uses exact GELU (Hugging Face's follows hidden_act); its logits differ slightly")
