@@ -9,7 +9,9 @@ belongs to. A task:
     loss `compile` needs (`loss`; None when the model computes its own),
   - evaluates a trained model and writes its dev predictions (`evaluate`),
     naming the metrics the results table shows (`metric_keys`),
-  - writes what `python -m electra_tf.export` serves (`save_for_export`).
+  - writes what `python -m electra_tf.export` serves (`save_for_export`),
+  - may say what it worked out from its data (`summary_lines`, `describe_data`)
+    and print its own results table (`format_results`).
 
 Implementations, one per family: `glue_task.GlueFinetuneTask` (GLUE
 classification and regression), `squad_task.SquadFinetuneTask` (SQuAD 1.1 /
@@ -153,7 +155,7 @@ class FinetuneTask(abc.ABC):
     def metric_keys(self, result: Dict) -> List[str]:
         """The metrics of one seed's `result` that results.json and the table report."""
 
-    def save_for_export(self, seed_dir: str, model, config, tokenizer, s: Settings) -> None:
+    def save_for_export(self, seed_dir: str, model, config, tokenizer, s: Settings) -> Optional[str]:
         """Writes what `python -m electra_tf.export` needs to serve the model (default: nothing).
 
         Args:
@@ -162,7 +164,29 @@ class FinetuneTask(abc.ABC):
           config: its `ElectraConfig`.
           tokenizer: the `FinetuneTokenizer` it was trained with (vocabulary, casing).
           s: resolved settings.
+
+        Returns:
+          the directory `predict` and `export` take (the run prints it), or None.
         """
+        return None
+
+    def describe_data(self, data: TaskData) -> Optional[Dict]:
+        """What the run worked out from its data, for results.json's "data" (None: nothing)."""
+        return None
+
+    def summary_lines(self, data: TaskData, max_positions: int) -> List[str]:
+        """A few lines printed before training: what was read and decided (default: none).
+
+        Args:
+          data: this run's `TaskData`.
+          max_positions: the model's max_position_embeddings (the longest --max_seq_length).
+        """
+        return []
+
+    def format_results(self, results: List[Dict], median: Dict[str, float], data: TaskData) -> Optional[str]:
+        """The results table printed at the end; None: the driver's table of `metric_keys`
+        in percent (`table_scale`)."""
+        return None
 
     @staticmethod
     def predict(model, x: Dict[str, np.ndarray], s: Settings):

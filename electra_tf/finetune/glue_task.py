@@ -99,7 +99,7 @@ class GlueFinetuneTask(FinetuneTask):
     def metric_keys(self, result: Dict) -> List[str]:
         return [k for k in result if any(k.endswith(m) for m in self.spec.metrics)]
 
-    def save_for_export(self, seed_dir: str, model, config, tokenizer, s: Settings) -> None:
+    def save_for_export(self, seed_dir: str, model, config, tokenizer, s: Settings) -> str:
         # Weights + labels (+ the casing the tokenizer used) so `python -m electra_tf.export
         # --kind classifier` can serve it as it was trained.
         spec = self.spec
@@ -107,3 +107,4 @@ class GlueFinetuneTask(FinetuneTask):
                         pair=spec.text_b is not None, max_seq_length=s.max_seq_length,
                         regression=spec.is_regression, two_layer_head=s.two_layer_head,
                         pooling=s.pooling, do_lower_case=tokenizer.do_lower_case)
+        return seed_dir

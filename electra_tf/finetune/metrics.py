@@ -1,8 +1,9 @@
 """Official GLUE metrics, written out so they can be checked by hand.
 
 CoLA: Matthews correlation; STS-B: Pearson and Spearman correlation; MRPC and
-QQP: F1 of the positive class and accuracy; accuracy elsewhere. All functions
-take plain sequences (lists or numpy arrays) and return Python floats.
+QQP: F1 of the positive class and accuracy; accuracy elsewhere; macro-F1 and
+mean squared error for your own files. All functions take plain sequences
+(lists or numpy arrays) and return Python floats.
 """
 
 from __future__ import annotations
@@ -91,6 +92,18 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     if denom == 0.0:
         return 0.0
     return float(np.sum(x * y)) / denom
+
+
+def mean_squared_error(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
+    """Mean of the squared differences, in the labels' units squared (regression).
+
+    Args:
+      y_true: gold scores.
+      y_pred: predicted scores.
+    """
+    y_true, y_pred = _pair(y_true, y_pred, "mean_squared_error")
+    diff = y_true.astype(np.float64) - y_pred.astype(np.float64)
+    return float(np.mean(diff * diff))
 
 
 def rankdata(values: Sequence[float]) -> np.ndarray:

@@ -1,16 +1,22 @@
 """The user's own labelled files as fine-tuning data: columns, labels, validation split.
 
 `read_examples` reads the text (and optional second text) and label of every
-row of a CSV / TSV / JSON Lines file (`text_files.TableReader`). `LabelSet`
-decides, from the training file's labels alone, what is learnt:
+row of a CSV / TSV / JSON Lines file (`text_files.TableReader`). A text that
+is missing, null, empty or only whitespace is refused (naming its line), in
+every file: a row without text teaches nothing and cannot be predicted.
+`LabelSet` decides, from the training file's labels alone, what is learnt
+(`--label_type auto`):
 
 * **classification** when any label is not a number, or every label is an
   integer (`0`, `1`, `5`): the classes are the distinct labels, sorted
-  (numerically when they are all integers, else as strings), and class i is
+  (numerically when they are all numbers, else as strings), and class i is
   the i-th of them;
 * **regression** when every label is a number and at least one is written
   with a decimal point or exponent (`3.5`, `1.0`, `2e-1`): the model predicts
   one number.
+
+`--label_type classification` or `regression` overrides the rule (integer
+ratings 1-10 as a score, say); `LabelSet.reason` says which rule decided.
 
 Every bad input is one `TextFileError` line naming the file, the line and the fix.
 """
@@ -27,6 +33,7 @@ from electra_tf.finetune.text_files import TableReader, TextFileError
 
 DEFAULT_TEXT_COLUMNS = ("text", "sentence")  # tried in this order when --text_column is not given
 DEFAULT_LABEL_COLUMN = "label"
+LABEL_TYPES = ("auto", "classification", "regression")  # --label_type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +84,56 @@ def _columns_line(reader: TableReader) -> str:
 
 def resolve_text_column(reader: TableReader, columns: Columns) -> str:
     """The text column of `reader`'s file: --text_column, or the first default present."""
+    text, missing = _find_text_column(reader, columns)
+    if missing:
+        raise TextFileError(_missing_columns_message(reader, [missing]))
+    return text
+
+
+def _find_text_column(reader: TableReader, columns: Columns):
+    """(the text column, None), or (None, (what is missing, its fix)) when the file lacks it."""
     if columns.text is not None:
-        if columns.text not in reader.columns:
-            raise TextFileError(f"{reader.flag} {reader.path} has no column {columns.text!r} (--text_column); "
-                                f"its columns are: {_columns_line(reader)}")
-        return columns.text
+        if columns.text in reader.columns:
+            return columns.text, None
+        return None, (f"no column {columns.text!r}", "name the text column with --text_column")
     for name in DEFAULT_TEXT_COLUMNS:
         if name in reader.columns:
-            return name
-    raise TextFileError(f"{reader.flag} {reader.path} has no 'text' or 'sentence' column; its columns are: "
-                        f"{_columns_line(reader)}; name the text column with --text_column")
+            return name, None
+    return None, ("no 'text' or 'sentence' column", "name the text column with --text_column")
+
+
+def _missing_columns_message(reader: TableReader, missing) -> str:
+    """One line for every column the file lacks: what is missing, the columns there are, each fix."""
+    what = [m for m, _ in missing]
+    fixes = [f for _, f in missing]
+    if len(fixes) > 1:  # "name the text column with --text_column and the label column with --label_column"
+        fixes = [fixes[0]] + [f[len("name "):] if f.startswith("name ") else f for f in fixes[1:]]
+    return (f"{reader.flag} {reader.path} has {_and(what)}; its columns are: {_columns_line(reader)}; "
+            f"{_and(fixes)}")
+
+
+def _and(parts: Sequence[str]) -> str:
+    parts = list(parts)
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def check_columns(reader: TableReader, columns: Columns, need_labels: bool) -> str:
+    """The text column of `reader`'s file; every column it lacks is named in one `TextFileError`.
+
+    Args:
+      reader: the open file.
+      columns: the columns asked for.
+      need_labels: the label column is required (training and validation files).
+    """
+    text, missing = _find_text_column(reader, columns)
+    missing = [missing] if missing else []
+    if columns.pair is not None and columns.pair not in reader.columns:
+        missing.append((f"no column {columns.pair!r}", "name the second text's column with --text_pair_column"))
+    if need_labels and columns.label not in reader.columns:
+        missing.append((f"no column {columns.label!r}", "name the label column with --label_column"))
+    if missing:
+        raise TextFileError(_missing_columns_message(reader, missing))
+    return text
 
 
 def read_examples(path: str, flag: str, columns: Columns, need_labels: bool = True,
@@ -102,26 +149,28 @@ def read_examples(path: str, flag: str, columns: Columns, need_labels: bool = Tr
       max_rows: keep only the first N rows (None: all).
 
     Raises:
-      TextFileError: a missing column (naming the columns there are), an empty
-        file, a blank label or text-pair cell, a malformed row.
+      TextFileError: missing columns (all of them in one line, naming the
+        columns there are), an empty file, a blank (empty or whitespace-only)
+        or null text or label, a malformed row.
     """
     reader = TableReader(path, flag)
     try:
-        text_col = resolve_text_column(reader, columns)
-        if columns.pair is not None and columns.pair not in reader.columns:
-            raise TextFileError(f"{flag} {path} has no column {columns.pair!r} (--text_pair_column); its columns "
-                                f"are: {_columns_line(reader)}")
+        text_col = check_columns(reader, columns, need_labels)
         has_label = columns.label in reader.columns
-        if need_labels and not has_label:
-            raise TextFileError(f"{flag} {path} has no column {columns.label!r} (--label_column); its columns "
-                                f"are: {_columns_line(reader)}")
         out = Examples([], [] if columns.pair else None, [] if has_label else None, [], text_col, columns.pair)
+        needed = [(text_col, "text")] + ([(columns.pair, "second text")] if columns.pair else [])
+        needed += [(columns.label, "label")] if has_label else []
         for line, row in reader.rows():
             if max_rows is not None and len(out) >= max_rows:
                 break
+            absent = [(column, what) for column, what in needed if column not in row]
+            if absent:  # JSON Lines: a later object without the keys
+                raise TextFileError(f"{flag} {path}:{line}: {_and([f'no {c!r}' for c, _ in absent])} key; every "
+                                    f"object needs the {_and([w for _, w in absent])} "
+                                    f"column{'s' if len(absent) > 1 else ''}")
             out.texts.append(_cell(row, text_col, path, flag, line, "text"))
             if out.pairs is not None:
-                out.pairs.append(_cell(row, columns.pair, path, flag, line, "text pair"))
+                out.pairs.append(_cell(row, columns.pair, path, flag, line, "second text"))
             if out.labels is not None:
                 out.labels.append(_label(row, columns.label, path, flag, line))
             out.lines.append(line)
@@ -133,12 +182,14 @@ def read_examples(path: str, flag: str, columns: Columns, need_labels: bool = Tr
 
 
 def _cell(row: dict, column: str, path: str, flag: str, line: int, what: str) -> str:
-    if column not in row:  # JSON Lines: a later object without the key
-        raise TextFileError(f"{flag} {path}:{line}: no {column!r} key; every object needs the {what} column")
     value = row[column]
     if value is None:
         raise TextFileError(f"{flag} {path}:{line}: the {what} in column {column!r} is null; write a string")
-    return value if isinstance(value, str) else str(value)
+    value = value if isinstance(value, str) else str(value)
+    if not value.strip():
+        raise TextFileError(f"{flag} {path}:{line}: blank {what} in column {column!r}; fill it in or delete "
+                            f"the row")
+    return value
 
 
 def _label(row: dict, column: str, path: str, flag: str, line: int):
@@ -186,27 +237,69 @@ class LabelSet:
     Attributes:
       regression: one number per text instead of classes.
       names: the class names in logit order (empty for regression).
+      reason: the rule that decided, in words, with the flag that overrides it.
     """
     regression: bool
     names: Tuple[str, ...]
+    reason: str = dataclasses.field(default="", compare=False)
 
     @classmethod
-    def from_training_labels(cls, labels: Sequence, path: str, flag: str = "--train_file") -> "LabelSet":
+    def from_training_labels(cls, labels: Sequence, path: str, flag: str = "--train_file",
+                             label_type: Optional[str] = None, lines: Optional[Sequence[int]] = None) -> "LabelSet":
+        """Classification or regression, and the classes, from the training labels.
+
+        Args:
+          labels: the raw training labels.
+          path, flag: the training file and its flag (for the messages).
+          label_type: --label_type: "classification", "regression", or
+            None / "auto" for the rule of the module docstring.
+          lines: each label's line (for the messages; default 1, 2, ...).
+
+        Raises:
+          TextFileError: one class, a constant regression, a label that is not a
+            number under --label_type regression, an unknown label_type.
+        """
+        label_type = label_type or "auto"
+        if label_type not in LABEL_TYPES:
+            raise TextFileError(f"--label_type {label_type!r} is not one of {', '.join(LABEL_TYPES)}")
         numbers = [_as_number(label) for label in labels]
-        if all(n is not None for n in numbers):
-            if not all(is_int for _, is_int in numbers):
-                values = np.asarray([v for v, _ in numbers])
-                if float(values.max()) == float(values.min()):
-                    raise TextFileError(f"{flag} {path}: every label is {values[0]:g}; a regression needs "
-                                        f"labels that differ")
-                return cls(True, ())
-            names = tuple(str(int(v)) for v in sorted({v for v, _ in numbers}))
+        all_numbers = all(n is not None for n in numbers)
+        if label_type == "regression" or (label_type == "auto" and all_numbers
+                                           and not all(is_int for _, is_int in numbers)):
+            if label_type == "regression":
+                reason = "--label_type regression"
+                for i, (label, number) in enumerate(zip(labels, numbers)):
+                    if number is None:
+                        line = lines[i] if lines is not None else i + 1
+                        raise TextFileError(f"{flag} {path}:{line}: label {str(label)!r} is not a number, but "
+                                            f"--label_type regression needs a number in every row; fix the label "
+                                            f"or leave out --label_type")
+            else:
+                example = next(label for label, (_, is_int) in zip(labels, numbers) if not is_int)
+                reason = (f"every label is a number and some are written with a decimal point or exponent (e.g. "
+                          f"{str(example)!r}); --label_type classification makes each value a class")
+            values = np.asarray([v for v, _ in numbers])
+            if float(values.max()) == float(values.min()):
+                raise TextFileError(f"{flag} {path}: every label is {values[0]:g}; a regression needs "
+                                    f"labels that differ")
+            return cls(True, (), reason)
+        distinct = {_class_name(label) for label in labels}
+        if all_numbers:
+            names = tuple(sorted(distinct, key=lambda name: _as_number(name)[0]))
         else:
-            names = tuple(sorted({str(label) for label in labels}))
+            names = tuple(sorted(distinct))
         if len(names) < 2:
             raise TextFileError(f"{flag} {path}: every label is {names[0]!r} (one class); a classifier needs "
                                 f"examples of at least two classes")
-        return cls(False, names)
+        if label_type == "classification":
+            reason = "--label_type classification"
+        elif all_numbers:
+            reason = (f"every label is an integer, so each of the {len(names)} values is a class; if they are "
+                      f"scores on a scale, --label_type regression predicts one number instead")
+        else:
+            example = next(str(label) for label, number in zip(labels, numbers) if number is None)
+            reason = f"the labels are names, not numbers (e.g. {example!r})"
+        return cls(False, names, reason)
 
     @property
     def num_outputs(self) -> int:
@@ -241,11 +334,14 @@ class LabelSet:
 
 
 def _class_name(label) -> str:
-    """A label as its class name: integers written as 1, 1.0 or "1" are the class "1"."""
+    """A label as its class name: integers written as 1, 1.0 or "1" are the class "1", other
+    numbers are named by their value ("2.50" and 2.5 are "2.5"), names stay as written."""
     number = _as_number(label)
-    if number is not None and float(number[0]).is_integer():
+    if number is None:
+        return str(label)
+    if float(number[0]).is_integer():
         return str(int(number[0]))
-    return str(label)
+    return repr(float(number[0]))
 
 
 def stratified_split(labels: np.ndarray, fraction: float, seed: int,

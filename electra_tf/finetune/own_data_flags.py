@@ -26,6 +26,10 @@ flags.DEFINE_string("text_column", None, "Column of the text (default: 'text', e
 flags.DEFINE_string("text_pair_column", None, "Column of a second text, for text-pair tasks (default: none).")
 flags.DEFINE_string("label_column", "label", "Column of the label: class names or integers (classification), "
                     "or numbers with a decimal point (regression).")
+flags.DEFINE_enum("label_type", "auto", ["auto", "classification", "regression"], "What the labels are: auto "
+                  "(names and integers are classes; numbers written with a decimal point are a regression), "
+                  "classification (every distinct label is a class), or regression (one number per text, e.g. "
+                  "integer ratings 1-10).")
 flags.DEFINE_float("validation_split", None, "Without --validation_file: hold out this fraction of "
                    "--train_file (stratified by label, the same rows for every seed), e.g. 0.1.")
 
@@ -41,7 +45,8 @@ def own_data_settings(values) -> Dict:
     return {"train_file": values.train_file, "validation_file": values.validation_file,
             "test_file": values.test_file, "text_column": values.text_column,
             "text_pair_column": values.text_pair_column, "label_column": values.label_column,
-            "validation_split": values.validation_split}
+            "validation_split": values.validation_split,
+            "label_type": None if values.label_type == "auto" else values.label_type}
 
 
 def resolve_task(task: Optional[str], values) -> Optional[str]:
@@ -61,6 +66,8 @@ def resolve_task(task: Optional[str], values) -> Optional[str]:
                                 f"--data_dir; pass one of them")
         return TASK_NAME
     given = [f"--{name}" for name in _FILE_FLAGS if getattr(values, name) is not None]
+    if values.label_type != "auto":
+        given.append("--label_type")
     if given:
         raise FinetuneError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --train_file (your "
                             f"labelled training data)")

@@ -112,8 +112,11 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
     result = {"seed": seed, "train_steps": total, "train_examples": data.num_train,
               "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
     result.update(task.evaluate(model, s, data, seed_dir))
-    task.save_for_export(seed_dir, model, cfg, tokenizer, s)
+    saved = task.save_for_export(seed_dir, model, cfg, tokenizer, s)
     write_json_atomic(os.path.join(seed_dir, "lr_multipliers.json"), mult, indent=1)
+    if saved:
+        print(f"seed {seed}: model saved in {saved} (python -m electra_tf.predict and export take this "
+              f"directory)", flush=True)
     if start_step:
         result["resumed_from_step"] = start_step
     return result
@@ -224,6 +227,8 @@ def run_task(s: Settings) -> Dict:
     fixed, settings_path = _resumable_settings(s)
     keras.mixed_precision.set_global_policy(PRECISION_POLICIES[s.mixed_precision])
     data = task.prepare_data(s, tokenizer)
+    for line in task.summary_lines(data, cfg.max_position_embeddings):
+        print(line, flush=True)
     results = []
     for seed in s.seeds:
         # DEBUG, not INFO: absl prints INFO records of Python loggers on stderr.
@@ -247,6 +252,10 @@ def run_task(s: Settings) -> Dict:
     out = {"task": s.task, "init": s.init, "weights": weights, "config": config_path, "vocab_file": vocab_path,
            "model_size": cfg.model_size, "settings": settings, "metrics": keys,
            "seeds": results, "median": median}
+    described = task.describe_data(data)
+    if described is not None:
+        out["data"] = described
     write_json_atomic(os.path.join(s.output_dir, "results.json"), out)
-    print(format_table(s.task, results, median, keys, task.table_scale), flush=True)
+    table = task.format_results(results, median, data)
+    print(table if table is not None else format_table(s.task, results, median, keys, task.table_scale), flush=True)
     return out

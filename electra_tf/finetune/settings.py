@@ -72,6 +72,7 @@ class Settings:
     text_pair_column: Optional[str] = None
     label_column: str = "label"
     validation_split: Optional[float] = None  # hold out this fraction of --train_file (seeded, stratified)
+    label_type: Optional[str] = None  # "classification" or "regression"; None: decided by the training labels
 
 
 def check_mixed_precision(s: Settings) -> None:

@@ -96,7 +96,7 @@ def _byte_to_char(text: str) -> np.ndarray:
 
 
 def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
-                          texts_b: Sequence[str] | None, max_seq_length: int) -> dict:
+                          texts_b: Sequence[str] | None, max_seq_length: int, return_truncated: bool = False):
     """Builds `[CLS] a [SEP] (b [SEP])` inputs padded to `max_seq_length`.
 
     Args:
@@ -104,9 +104,12 @@ def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
       texts_a: first sentences.
       texts_b: second sentences, or None for single-sentence tasks.
       max_seq_length: sequence length after padding.
+      return_truncated: also return which examples were cut to fit.
 
     Returns:
-      dict of int32 arrays input_ids, input_mask, segment_ids of shape [n, max_seq_length].
+      dict of int32 arrays input_ids, input_mask, segment_ids of shape [n, max_seq_length];
+      with `return_truncated`, (that dict, bool array [n]: the text (pair) had more
+      word pieces than fit and was cut).
     """
     if max_seq_length < 3 + (1 if texts_b is not None else 0):
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text; use at least 8")
@@ -118,6 +121,7 @@ def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
                              f"pass one second text per first text")
     keys = ("input_ids", "input_mask", "segment_ids")
     parts = {k: [np.zeros((0, max_seq_length), np.int32)] for k in keys}
+    truncated = [np.zeros((0,), bool)]
     chunks_b = _chunks(texts_b, _BATCH) if texts_b is not None else itertools.repeat(None)
     for chunk_a, chunk_b in zip(_chunks(texts_a, _BATCH), chunks_b):
         text_b = None if chunk_b is None else tf.constant(chunk_b, tf.string)
@@ -125,4 +129,6 @@ def encode_classification(tokenizer: FinetuneTokenizer, texts_a: Sequence[str],
                                      sequence_length=max_seq_length, pad_to_sequence_length=True)
         for k in keys:
             parts[k].append(enc[k].numpy())
-    return {k: np.concatenate(parts[k]) for k in keys}
+        truncated.append(enc["truncated"].numpy().astype(bool))
+    features = {k: np.concatenate(parts[k]) for k in keys}
+    return (features, np.concatenate(truncated)) if return_truncated else features

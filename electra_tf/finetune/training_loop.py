@@ -98,7 +98,7 @@ def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
 
 class ProgressCallback(keras.callbacks.Callback):
     """Progress lines every `log_every` steps; a checkpoint every `save_every` steps and
-    at the last one; stops at exactly `total_steps`.
+    at the last one (announced only before the last); stops at exactly `total_steps`.
 
     Args:
       total_steps: the step training ends at.
@@ -127,7 +127,11 @@ class ProgressCallback(keras.callbacks.Callback):
         # Keras epochs are checkpoint intervals here (see `fit`).
         step = int(self.model.optimizer.iterations.numpy())
         if (self.save_every and step % self.save_every == 0) or step >= self.total_steps:
-            print(f"saved checkpoint {self.checkpoints.save(self.model, step)}", flush=True)
+            path = self.checkpoints.save(self.model, step)
+            # The last step's checkpoint only bridges a crash before the seed's outputs are written,
+            # and is removed with them: not announced (the run names the saved model instead).
+            if step < self.total_steps:
+                print(f"saved checkpoint {path}", flush=True)
 
 
 def fit(model, ds_train, total_steps: int, start_step: int, s: Settings, checkpoints) -> List[float]:

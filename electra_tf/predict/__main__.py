@@ -9,8 +9,11 @@ was fine-tuned on (`text`, else `sentence`, for the built-in tasks), and
 --text_column overrides it. --output (.jsonl, .csv or .tsv) gets every input
 row with `predicted_label` and the class probabilities (JSON Lines: a
 `probabilities` object; CSV/TSV: one `probability_<label>` column per class),
-or `predicted_score` for a regression. Rows stream through in batches, so a
-file of any size runs in bounded memory; a progress bar goes to stderr.
+or `predicted_score` for a regression, and `truncated` (the text was longer
+than the model's max_seq_length and was cut; stderr gives their share). Rows
+stream through in batches, so a file of any size runs in bounded memory; a
+progress bar goes to stderr. A row whose text is missing, null, empty or only
+whitespace is refused with its line, as fine-tuning refuses it.
 The output is written under a temporary name and renamed at the end: an error
 or Ctrl-C leaves no partial file. Bad inputs stop with one line, exit 2.
 """
@@ -90,12 +93,19 @@ def _columns(args, predictor, reader) -> Tuple[str, str]:
 
 
 def _batches(reader, text: str, pair, size: int) -> Iterator[List[Tuple[int, Dict]]]:
+    """Rows in batches of `size`; a row without text (no key, null, empty or whitespace) is refused,
+    as fine-tuning refuses it."""
     batch: List[Tuple[int, Dict]] = []
     for line, row in reader.rows():
         for column in (text, pair):
-            if column is not None and (column not in row or row[column] is None):
-                from electra_tf.predict import PredictError
+            if column is None:
+                continue
+            from electra_tf.predict import PredictError
+            if column not in row or row[column] is None:
                 raise PredictError(f"--input {reader.path}:{line}: no text in column {column!r}; fill it in "
+                                   f"or delete the row")
+            if not str(row[column]).strip():
+                raise PredictError(f"--input {reader.path}:{line}: blank text in column {column!r}; fill it in "
                                    f"or delete the row")
         batch.append((line, row))
         if len(batch) == size:
@@ -120,6 +130,7 @@ class _Writer:
             else:
                 out["predicted_label"] = prediction.label
                 out["probabilities"] = {k: round(v, 6) for k, v in prediction.probabilities.items()}
+            out["truncated"] = prediction.truncated
             self.f.write(json.dumps(out, ensure_ascii=False) + "\n")
             return
         values = {k: ("" if v is None else v if isinstance(v, str) else json.dumps(v)) for k, v in row.items()}
@@ -128,6 +139,7 @@ class _Writer:
         else:
             values["predicted_label"] = prediction.label
             values.update({f"probability_{k}": f"{v:.6f}" for k, v in prediction.probabilities.items()})
+        values["truncated"] = "true" if prediction.truncated else "false"
         if self.csv is None:
             delimiter = "\t" if self.ext == ".tsv" else ","
             self.csv = csv.DictWriter(self.f, fieldnames=list(values), delimiter=delimiter, lineterminator="\n",
@@ -150,7 +162,7 @@ def run(args) -> Dict:
     ext = os.path.splitext(args.output)[1].lower()
     tmp = args.output + ".tmp"
     counts: collections.Counter = collections.Counter()
-    rows = 0
+    rows = truncated = 0
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f, \
                 tqdm(total=reader.progress()[1], unit="B", unit_scale=True, desc="predict", file=sys.stderr,
@@ -162,6 +174,7 @@ def run(args) -> Dict:
                 for (_, row), prediction in zip(batch, predictor.predict(texts, pairs)):
                     writer.write(row, prediction)
                     counts[prediction.label] += 1
+                    truncated += prediction.truncated
                 rows += len(batch)
                 bar.update(reader.progress()[0] - bar.n)
         if rows == 0:
@@ -175,6 +188,13 @@ def run(args) -> Dict:
     summary = {"output": args.output, "rows": rows}
     if not predictor.regression:
         summary["predicted_labels"] = {k: counts[k] for k in predictor.labels if counts[k]} or dict(counts)
+    summary["truncated"] = truncated
+    summary["max_seq_length"] = predictor.max_seq_length
+    if truncated:
+        length = f" {predictor.max_seq_length}" if predictor.max_seq_length else ""
+        print(f"truncated: {100 * truncated / rows:.1f}% of the rows ({truncated:,} of {rows:,}) are longer than the "
+              f"model's max_seq_length{length} word pieces and were cut (their \"truncated\" field is true)",
+              file=sys.stderr, flush=True)
     return summary
 
 

@@ -73,6 +73,9 @@ class Predictor:
       pair: the model takes text pairs.
       columns: {"text", "text_pair", "label"} columns the model was fine-tuned
         on (own files; {} for the built-in tasks).
+      max_seq_length: word pieces per text it reads, [CLS]/[SEP] included (a
+        longer text is cut and its `Prediction.truncated` is True); None when
+        a SavedModel does not record it.
 
     Raises:
       PredictError: a directory that does not exist, or holds no classifier.
@@ -92,7 +95,7 @@ class Predictor:
             module = classifier_module(model_dir, max_seq_length)
             self._call = module.serve
             with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
-                meta = json.load(f)
+                meta = dict(json.load(f), max_seq_length=module.max_seq_length)
         else:
             raise PredictError(f"{model_dir} holds no fine-tuned classifier ({CLASSIFIER_FILE} or saved_model.pb); "
                                f"fine-tune one with python -m electra_tf.finetune and pass its seed_<n>/ directory "
@@ -101,6 +104,8 @@ class Predictor:
         self.regression = bool(meta.get("regression", False))
         self.pair = bool(meta.get("pair", False))
         self.columns: Dict[str, Optional[str]] = dict(meta.get("columns") or {})
+        length = meta.get("max_seq_length")
+        self.max_seq_length: Optional[int] = None if length is None else int(length)
 
     def _load_saved_model(self, model_dir: str) -> dict:
         fn = tf.saved_model.load(model_dir).signatures["serving_default"]

@@ -24,11 +24,17 @@ F, P = "finetune", "predict"
 # id -> (tool, message); the message is the whole line, `<...>` for any non-empty text.
 MESSAGES = {
     "missing-text-column": (F, "error: --train_file <path> has no 'text' or 'sentence' column; its columns are: "
-                               "review, sentiment; name the text column with --text_column"),
-    "missing-label-column": (F, "error: --train_file <path> has no column 'label' (--label_column); its columns "
-                                "are: text, sentiment"),
-    "missing-pair-column": (F, "error: --train_file <path> has no column 'hypothesis' (--text_pair_column); its "
-                               "columns are: text, label"),
+                               "review, label; name the text column with --text_column"),
+    "missing-label-column": (F, "error: --train_file <path> has no column 'label'; its columns are: text, sentiment; "
+                                "name the label column with --label_column"),
+    "missing-text-and-label-columns": (F, "error: --train_file <path> has no 'text' or 'sentence' column and no "
+                                          "column 'label'; its columns are: review, sentiment; name the text column "
+                                          "with --text_column and the label column with --label_column"),
+    "jsonl-missing-text-and-label-columns": (F, "error: --validation_file <path> has no column 'review' and no "
+                                                "column 'stars'; its columns are: body, score; name the text column "
+                                                "with --text_column and the label column with --label_column"),
+    "missing-pair-column": (F, "error: --train_file <path> has no column 'hypothesis'; its columns are: text, label; "
+                               "name the second text's column with --text_pair_column"),
     "empty-file": (F, "error: --train_file <path> is empty; it needs a header line naming the columns, then one row "
                       "per example"),
     "header-only": (F, "error: --train_file <path> holds a header but no rows; add one row per example"),
@@ -74,7 +80,23 @@ MESSAGES = {
     "jsonl-invalid-json": (F, "error: --train_file <path>:2: not valid JSON (Expecting value); write one JSON object "
                               "per line"),
     "jsonl-missing-key": (F, "error: --train_file <path>:2: no 'text' key; every object needs the text column"),
+    "jsonl-missing-keys": (F, "error: --train_file <path>:3: no 'text' and no 'label' key; every object needs the "
+                              "text and label columns"),
     "jsonl-null-text": (F, "error: --train_file <path>:2: the text in column 'text' is null; write a string"),
+    "blank-text": (F, "error: --train_file <path>:3: blank text in column 'text'; fill it in or delete the row"),
+    "whitespace-only-text": (F, "error: --train_file <path>:4: blank text in column 'text'; fill it in or delete "
+                                "the row"),
+    "tsv-blank-text": (F, "error: --validation_file <path>:3: blank text in column 'text'; fill it in or delete the "
+                          "row"),
+    "jsonl-empty-text": (F, "error: --train_file <path>:2: blank text in column 'text'; fill it in or delete the row"),
+    "test-file-blank-text": (F, "error: --test_file <path>:2: blank text in column 'text'; fill it in or delete the "
+                                "row"),
+    "blank-second-text": (F, "error: --train_file <path>:3: blank second text in column 'hypothesis'; fill it in or "
+                             "delete the row"),
+    "label-type-regression-not-a-number": (F, "error: --train_file <path>:3: label 'negative' is not a number, but "
+                                              "--label_type regression needs a number in every row; fix the label or "
+                                              "leave out --label_type"),
+    "label-type-without-train-file": (F, "error: --label_type needs --train_file (your labelled training data)"),
     "jsonl-label-not-a-value": (F, "error: --train_file <path>:2: label in column 'label' is a JSON list; write a "
                                    "string or a number"),
     "label-not-finite": (F, "error: --train_file <path>:2: label nan in column 'label' is not a finite number; write "
@@ -95,6 +117,7 @@ MESSAGES = {
     "predict-pair-column-for-a-single-text-model": (P, "error: --text_pair_column hypothesis: the model takes single "
                                                        "texts; leave it out"),
     "predict-row-without-text": (P, "error: --input <path>:2: no text in column 'text'; fill it in or delete the row"),
+    "predict-blank-text": (P, "error: --input <path>:4: blank text in column 'text'; fill it in or delete the row"),
     "predict-output-type": (P, "error: --output <path>: unknown file type '.txt'; name it .jsonl, .csv or .tsv"),
 }
 
@@ -177,9 +200,34 @@ def finetune_case(case, tmp, model_files):
             "--output_dir", out, "--max_seq_length", "16", "--epochs", "1"]
     extra = ["--train_file", train, "--validation_file", dev]
     if case == "missing-text-column":
-        write(train, "review,sentiment\nfine,positive\n")
+        write(train, "review,label\nfine,positive\n")
     elif case == "missing-label-column":
         write(train, "text,sentiment\nfine,positive\n")
+    elif case == "missing-text-and-label-columns":
+        write(train, "review,sentiment\nfine,positive\n")
+    elif case == "jsonl-missing-text-and-label-columns":
+        write(train, "review,stars\nfine,5\nbad,1\n")
+        dev = write(tmp / "dev.jsonl", '{"body": "fine", "score": 5}\n')
+        extra = ["--train_file", train, "--validation_file", dev, "--text_column", "review", "--label_column", "stars"]
+    elif case == "blank-text":
+        write(train, "text,label\ngood,positive\n,negative\n")
+    elif case == "whitespace-only-text":
+        write(train, 'text,label\ngood,positive\nbad,negative\n"  \t ",negative\n')
+    elif case == "tsv-blank-text":
+        write(train, GOOD_TRAIN)
+        dev = write(tmp / "dev.tsv", "text\tlabel\nok\tpositive\n\tnegative\n")
+        extra = ["--train_file", train, "--validation_file", dev]
+    elif case == "test-file-blank-text":
+        write(train, GOOD_TRAIN)
+        extra += ["--test_file", write(tmp / "test.jsonl", '{"text": "fine"}\n{"text": " "}\n')]
+    elif case == "blank-second-text":
+        write(train, "text,hypothesis,label\na,b,positive\nc, ,negative\n")
+        extra += ["--text_pair_column", "hypothesis"]
+    elif case == "label-type-regression-not-a-number":
+        write(train, "text,label\ngood,4\nbad,negative\n")
+        extra += ["--label_type", "regression"]
+    elif case == "label-type-without-train-file":
+        extra = ["--task", "sst2", "--label_type", "regression"]
     elif case == "missing-pair-column":
         write(train, GOOD_TRAIN)
         extra += ["--text_pair_column", "hypothesis"]
@@ -256,7 +304,9 @@ def finetune_case(case, tmp, model_files):
         extra = ["--train_file", train, "--validation_split", "0.1"]
     elif case.startswith("jsonl-") or case == "label-not-finite":
         second = {"jsonl-invalid-json": '{"text": "bad", "label": }', "jsonl-missing-key": '{"label": "negative"}',
+                  "jsonl-missing-keys": '{"text": "fine", "label": "positive"}\n{"review": "bad", "stars": 1}',
                   "jsonl-null-text": '{"text": null, "label": "negative"}',
+                  "jsonl-empty-text": '{"text": "", "label": "negative"}',
                   "jsonl-label-not-a-value": '{"text": "bad", "label": ["negative"]}',
                   "label-not-finite": '{"text": "bad", "label": NaN}'}[case]
         train = write(tmp / "train.jsonl", '{"text": "good", "label": "positive"}\n' + second + "\n")
@@ -296,6 +346,10 @@ def predict_case(case, tmp, model_files, classifier_dir):
     elif case == "predict-row-without-text":
         new = write(tmp / "new.jsonl", '{"id": 1, "text": "ok"}\n{"id": 2}\n')
         args[3] = new
+    elif case == "predict-blank-text":
+        # Two rows are predicted (batches of one) before the blank one: nothing of them is left.
+        write(new, 'id,text\n1,good\n2,bad\n3,"   "\n4,fine\n')
+        args += ["--batch_size", "1"]
     elif case == "predict-output-type":
         out = tmp / "predictions.txt"
         args[-1] = out
