@@ -267,7 +267,7 @@ class LabelSet:
         if label_type == "regression" or (label_type == "auto" and all_numbers
                                            and not all(is_int for _, is_int in numbers)):
             if label_type == "regression":
-                reason = "--label_type regression"
+                reason = "chosen by --label_type regression"
                 for i, (label, number) in enumerate(zip(labels, numbers)):
                     if number is None:
                         line = lines[i] if lines is not None else i + 1
@@ -292,7 +292,7 @@ class LabelSet:
             raise TextFileError(f"{flag} {path}: every label is {names[0]!r} (one class); a classifier needs "
                                 f"examples of at least two classes")
         if label_type == "classification":
-            reason = "--label_type classification"
+            reason = "chosen by --label_type classification"
         elif all_numbers:
             reason = (f"every label is an integer, so each of the {len(names)} values is a class; if they are "
                       f"scores on a scale, --label_type regression predicts one number instead")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from finetune.cli_helpers import error_lines, finetune_main, predict_main
 from finetune.conftest import write_vocab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,27 +158,13 @@ def classifier_dir(tmp_path_factory, model_files):
 
 
 def run_finetune(capsys, args):
-    from absl import flags
-
-    import electra_tf.finetune.__main__ as cli
-
-    capsys.readouterr()
-    values = flags.FLAGS
-    values.unparse_flags()
-    try:
-        values(["electra_tf.finetune"] + [str(a) for a in args])
-        code = cli.main(["electra_tf.finetune"])
-    finally:
-        values.unparse_flags()
-    return code, [l for l in capsys.readouterr().err.splitlines() if l.startswith("error: ")]
+    code, _, err = finetune_main(capsys, args)
+    return code, error_lines(err)
 
 
 def run_predict(capsys, args):
-    from electra_tf.predict.__main__ import main
-
-    capsys.readouterr()
-    code = main([str(a) for a in args] + ["--noprogress"])
-    return code, [l for l in capsys.readouterr().err.splitlines() if l.startswith("error: ")]
+    code, _, err = predict_main(capsys, list(args) + ["--noprogress"])
+    return code, error_lines(err)
 
 
 def write(path: Path, text, encoding="utf-8") -> Path:
