@@ -93,6 +93,15 @@ class ElectraConfig:
     adam_beta_2: float = 0.999
     adam_epsilon: float = 1e-6
     clip_norm: float = 1.0  # global-norm clipping
+    # Steps at the start during which the discriminator's encoder (embeddings included) gets no
+    # update: for continued pre-training of a trained encoder (`pretrain --init_from`), so that the
+    # fresh generator and replaced-token head settle before their first, large gradients (lambda = 50)
+    # reach it. 0 (the paper, training from scratch): everything trains from step 0.
+    encoder_freeze_steps: int = 0
+    # The discriminator encoder's learning rate as a fraction of learning_rate (the generator and the
+    # heads keep the full rate): continued pre-training moves a trained encoder gently while the
+    # fresh generator learns fast enough to make useful replacements. 1.0: one rate (the paper).
+    encoder_lr_multiplier: float = 1.0
 
     # --- input pipeline ------------------------------------------------------
     train_batch_size: int = 128
@@ -193,6 +202,12 @@ class ElectraConfig:
                 fail(name, getattr(self, name), "use a value in [0, 1)")
         if self.objective not in OBJECTIVES:
             fail("objective", self.objective, f"choose one of {', '.join(OBJECTIVES)}")
+        if not 0.0 < self.encoder_lr_multiplier <= 1.0:
+            fail("encoder_lr_multiplier", self.encoder_lr_multiplier, "use a fraction in (0, 1]")
+        if isinstance(self.encoder_freeze_steps, bool) or not isinstance(
+            self.encoder_freeze_steps, int
+        ) or self.encoder_freeze_steps < 0:
+            fail("encoder_freeze_steps", self.encoder_freeze_steps, "use an integer >= 0")
         if isinstance(self.two_stage_mlm_steps, bool) or not isinstance(
             self.two_stage_mlm_steps, int
         ) or self.two_stage_mlm_steps < 0:

@@ -62,6 +62,10 @@ def define_flags(fv=None):
     flags.DEFINE_string("continue_from", None, "Start a new run from the newest checkpoint of this run "
                         "directory (weights, optimizer state and step) and go on to --train_steps, e.g. on "
                         "in-domain text; re-running the same command resumes the new run.", flag_values=fv)
+    flags.DEFINE_string("init_from", None, "Start a new run from a model directory's weights (one written by "
+                        "python -m electra_tf.convert, e.g. a public BERT encoder, or an earlier run's pretrained/): "
+                        "its discriminator, vocabulary and shape; parts it lacks (generator, replaced-token head) "
+                        "start fresh. Build the shards with its vocab.txt.", flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 
 

@@ -5,7 +5,7 @@
 from electra_tf.training.optimization import WarmupPolynomialDecay, adamw
 
 
-def create_optimizer(config, train_steps=None, learning_rate=None):
+def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
     """AdamW configured as the reference's `AdamWeightDecayOptimizer`.
 
     Deviations: Keras' AdamW applies Adam's bias correction; the reference
@@ -17,7 +17,20 @@ def create_optimizer(config, train_steps=None, learning_rate=None):
         config: an `ElectraConfig`.
         train_steps: overrides `config.num_train_steps` for the decay horizon.
         learning_rate: overrides `config.learning_rate`.
+        model: the built `ElectraPretrainer`, needed when `config.encoder_freeze_steps` > 0 or
+            `config.encoder_lr_multiplier` < 1 (continued pre-training): its discriminator encoder
+            is held for that many steps, then trains at that fraction of the rate.
     """
+    frozen = multipliers = None
+    if config.encoder_freeze_steps or config.encoder_lr_multiplier != 1.0:
+        if model is None:
+            raise ValueError("config.encoder_freeze_steps / encoder_lr_multiplier need the model (model=)")
+        encoder = {v.path for v in model.discriminator.trainable_variables}
+        if config.encoder_freeze_steps:
+            frozen = sorted(encoder)
+        if config.encoder_lr_multiplier != 1.0:
+            multipliers = {v.path: config.encoder_lr_multiplier if v.path in encoder else 1.0
+                           for v in model.trainable_variables}
     schedule = WarmupPolynomialDecay(
         learning_rate if learning_rate is not None else config.learning_rate,
         train_steps if train_steps is not None else config.num_train_steps,
@@ -27,4 +40,5 @@ def create_optimizer(config, train_steps=None, learning_rate=None):
     return adamw(schedule, weight_decay=config.weight_decay_rate, beta_1=config.adam_beta_1,
                  beta_2=config.adam_beta_2, epsilon=config.adam_epsilon,
                  clip_norm=config.clip_norm if config.clip_norm > 0 else None,
-                 fused=config.fused_kernels)
+                 lr_multipliers=multipliers, fused=config.fused_kernels, frozen_paths=frozen,
+                 frozen_steps=config.encoder_freeze_steps)

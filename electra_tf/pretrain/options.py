@@ -44,7 +44,7 @@ TENSORBOARD_DIR = "tensorboard"
 FINAL_DIR = "pretrained"
 
 # Settings that must not change when a run is resumed.
-RESUME_KEYS = ("config", "train_steps", "batch_size", "grad_accum_steps", "mixed_precision", "seed")
+RESUME_KEYS = ("config", "train_steps", "batch_size", "grad_accum_steps", "mixed_precision", "seed", "init_from")
 
 
 class PretrainError(ElectraError, ValueError):
@@ -81,6 +81,10 @@ class PretrainOptions:
     # Another run directory: a new run starts from its newest checkpoint (weights,
     # optimizer state, step) and goes on to train_steps, e.g. on other text.
     continue_from: Optional[str] = None
+    # A model directory (converted with `convert`, or the pretrained/ of an earlier run): a new run
+    # whose discriminator starts from its weights, with its shape and vocabulary; the parts it
+    # lacks (a converted BERT has no generator and no replaced-token head) start fresh.
+    init_from: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -101,6 +105,7 @@ class RunPlan:
     eval_dir: Optional[str]
     vocab_file: Optional[str]
     continue_from: Optional[str] = None  # the checkpoint --continue_from starts a new run from
+    init_from: Optional[str] = None  # the model directory --init_from starts a new run from
 
 
 def fail(message: str):
@@ -209,6 +214,46 @@ def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> s
     return latest[1]
 
 
+# The fields of a model directory's config that --init_from takes over: the discriminator's shape
+# and its tokenizer. Everything else (objective, generator width, optimisation, masking) is the job's.
+INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size",
+                     "layer_norm_eps", "do_lower_case")
+
+
+def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,
+                     log: Callable[[str], None]):
+    """--init_from: (model directory, config with its shape, its vocab.txt); fails on a bad directory."""
+    # Imported here: models.saving is the layout every tool shares (no TensorFlow op runs).
+    from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
+    from electra_tf.paths import resolve_model_dir
+
+    if embedded:
+        fail("--init_from needs --data_dir and --config (the text to go on pre-training on, and the job's "
+             "settings); build shards with that model's vocab.txt: build_pretraining_data --vocab_file "
+             f"{os.path.join(opts.init_from, VOCAB_FILE)}")
+    if opts.continue_from:
+        fail("--init_from and --continue_from both say where a new run starts; pass one of them")
+    init_dir = resolve_model_dir(opts.init_from, "--init_from", log)
+    for name in (CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE):
+        if not os.path.isfile(os.path.join(init_dir, name)):
+            fail(f"--init_from {opts.init_from} has no {name}; pass a model directory written by "
+                 f"python -m electra_tf.convert or by pre-training (its pretrained/ folder)")
+    if config.embedding_sharing == "gdes":
+        fail("--init_from starts the token table from the model directory's; embedding_sharing=gdes splits it "
+             "in two; use --override embedding_sharing=shared (or none)")
+    source = ElectraConfig.from_json(os.path.join(init_dir, CONFIG_FILE))
+    config = config.replace(**{k: getattr(source, k) for k in INIT_SHAPE_FIELDS})
+    if config.max_seq_length > source.max_position_embeddings:
+        fail(f"max_seq_length={config.max_seq_length} exceeds the {source.max_position_embeddings} positions of "
+             f"--init_from {opts.init_from}; use --override max_seq_length=<at most that>")
+    vocab = os.path.join(init_dir, VOCAB_FILE)
+    if opts.vocab_file and not is_remote(opts.vocab_file) and _sha256(opts.vocab_file) != _sha256(vocab):
+        fail(f"--vocab_file {opts.vocab_file} is not the vocabulary of --init_from {opts.init_from}; build the "
+             f"shards with {vocab} (build_pretraining_data --vocab_file) and pass it, or drop --vocab_file")
+    return init_dir, config, vocab
+
+
 def _check_overrides(opts: PretrainOptions, config: ElectraConfig, embedded: bool) -> None:
     """An --override acts or is refused: never recorded in run.json and then overruled by a flag."""
     named = {item.split("=", 1)[0].strip() for item in opts.overrides}
@@ -280,6 +325,11 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     if opts.continue_from is not None:
         continue_from = _continue_from_checkpoint(opts.continue_from, model_dir, embedded)
 
+    init_dir = None
+    if opts.init_from is not None:
+        init_dir, config, init_vocab = _init_from_model(opts, config, embedded, log)
+        opts = dataclasses.replace(opts, vocab_file=opts.vocab_file or init_vocab)
+
     # Data flags (checked before the strategy: no op runs here).
     if not embedded:
         config = _check_data_flags(opts, config, model_dir, log)
@@ -289,4 +339,5 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     return RunPlan(embedded=embedded, config=config, strategy_name=strategy_name, train_steps=train_steps,
                    batch_size=batch_size, save_every=save_every, log_every=log_every, eval_every=eval_every,
                    steps_per_execution=spe, model_dir=model_dir, remote=remote, data_dir=opts.data_dir,
-                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file, continue_from=continue_from)
+                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file, continue_from=continue_from,
+                   init_from=init_dir)

@@ -26,6 +26,7 @@ from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain.callbacks import PretrainingCallback
 from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
 from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbose
+from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.optimization import create_optimizer
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
                                          PretrainError, PretrainOptions, RunPlan, fail, read_json,
@@ -91,6 +92,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         "train_steps": train_steps, "batch_size": batch_size,
         "grad_accum_steps": opts.grad_accum_steps, "mixed_precision": opts.mixed_precision,
         "seed": plan.config.seed,
+        "init_from": plan.init_from,
     }
     run_path = os.path.join(model_dir, RUN_FILE)
     previous = read_json(run_path) if tf.io.gfile.exists(run_path) else None
@@ -122,7 +124,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     try:
         with strategy.scope():
             model = ElectraPretrainer(config, special, grad_accum_steps=opts.grad_accum_steps)
-            optimizer = create_optimizer(config, train_steps=train_steps)
+            optimizer = create_optimizer(config, train_steps=train_steps, model=model)
             if opts.mixed_precision == "fp16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             model.compile(optimizer=optimizer, jit_compile=bool(opts.jit_compile),
@@ -134,6 +136,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         except CheckpointError as e:
             fail(str(e))
         start_step = 0
+        init_status = None
         if resumed is not None:
             start_step, path = resumed
             log(f"resuming from {path} at step {start_step} (learning rate "
@@ -149,6 +152,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                      f"(or --override num_train_steps=) above it, the step this run ends at")
             log(f"continuing from {path} at step {start_step} (learning rate "
                 f"{current_learning_rate(optimizer):.3g}), training on {plan.data_dir}")
+        elif plan.init_from:  # a new run: the networks start from a model directory's weights
+            init_status = load_initial_weights(model, plan.init_from, log)
         if chief:
             # Written once the checkpoint restored: a foreign or broken checkpoint
             # stops the run above without touching the directory.
@@ -157,7 +162,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
                 "settings": settings,
                 "flags": dataclasses.asdict(opts),
                 "data_dir": plan.data_dir, "eval_data_dir": plan.eval_dir, "vocab_file": plan.vocab_file,
-                "strategy": strategy_text,
+                "strategy": strategy_text, "init_from_parts": init_status,
             }, sort_keys=True)
         if start_step > train_steps:
             fail(f"{model_dir} is already at step {start_step}, past --train_steps={train_steps}")

@@ -88,12 +88,16 @@ class ElectraAdamW(AdamWHooks):
             an unassigned one is an error, never a silent 1.0. Under
             tf.distribute the multiplier is looked up by the optimizer's own
             variable index, which maps mirrored components to their variable.
+        frozen_paths: `variable.path`s that get no update (no Adam step, no weight
+            decay, and a zero gradient, so they do not count in the clipped norm)
+            while the step is below `frozen_steps`; then they train as the rest.
+        frozen_steps: how many steps `frozen_paths` stay as they are.
         **kwargs: passed to `keras.optimizers.AdamW` (not `global_clipnorm` /
             `clipnorm`, which would clip per replica).
     """
 
     def __init__(self, clip_norm=None, lr_multipliers: Optional[Dict[str, float]] = None,
-                 fused: bool = True, **kwargs):
+                 fused: bool = True, frozen_paths=None, frozen_steps: int = 0, **kwargs):
         if kwargs.get("global_clipnorm") or kwargs.get("clipnorm"):
             raise ValueError("ElectraAdamW clips with clip_norm (after the replica sum); "
                              "global_clipnorm / clipnorm would clip each replica's gradient")
@@ -108,6 +112,12 @@ class ElectraAdamW(AdamWHooks):
         self.fused = fused  # False: Keras' own AdamW ops (the fused_kernels switch)
         self.lr_multipliers = None if lr_multipliers is None else dict(lr_multipliers)
         self._var_multipliers: List[float] = []
+        self.frozen_paths = sorted(frozen_paths or ()) if frozen_steps else []
+        self.frozen_steps = int(frozen_steps)
+        if self.frozen_paths and not fused:
+            raise ValueError("frozen_paths need the fused update (Keras' own path decays every variable); "
+                             "leave fused=True")
+        self._var_frozen: List[bool] = []
 
     def build(self, var_list):
         if self.lr_multipliers is not None:
@@ -119,6 +129,18 @@ class ElectraAdamW(AdamWHooks):
         super().build(var_list)
         if self.lr_multipliers is not None:
             self._var_multipliers = [float(self.lr_multipliers[v.path]) for v in var_list]
+        if self.frozen_paths:
+            frozen = set(self.frozen_paths)
+            self._var_frozen = [v.path in frozen for v in var_list]
+            if not any(self._var_frozen):
+                raise ValueError(f"frozen_paths name no trained variable (e.g. {self.frozen_paths[0]!r})")
+
+    def _thaw(self, dtype):
+        """0 while the step is below frozen_steps, then 1."""
+        return tf.cast(self.iterations >= self.frozen_steps, dtype)
+
+    def _is_frozen(self, variable) -> bool:
+        return bool(self._var_frozen) and self._var_frozen[self.variable_index(variable)]
 
     def weight_decay_step(self, variables):
         # Folded into `update_step` (the decay does not depend on the gradient,
@@ -146,6 +168,12 @@ class ElectraAdamW(AdamWHooks):
         learning_rate = tf.cast(learning_rate, dtype)
         if self._var_multipliers:
             learning_rate = learning_rate * self._var_multipliers[index]
+        step = tf.cast(self.iterations + 1, dtype)
+        if self._is_frozen(variable):
+            learning_rate = learning_rate * self._thaw(dtype)
+            # Adam's bias correction counts this variable's own steps: its moments start at the thaw
+            # (counting from step 0 would make its first steps up to ~6x the normal size).
+            step = tf.maximum(step - self.frozen_steps, 1.0)
         if self.amsgrad or not self.fused:  # decayed by `_apply_weight_decay`
             return super().update_step(gradient, variable, learning_rate)
         momentum, velocity = self.slots(index)
@@ -153,8 +181,7 @@ class ElectraAdamW(AdamWHooks):
         new_m, new_v, new_var = _fused_adamw(
             tf.convert_to_tensor(variable), tf.cast(gradient, dtype),
             tf.convert_to_tensor(momentum), tf.convert_to_tensor(velocity),
-            learning_rate, tf.cast(self.iterations + 1, dtype),
-            self._constants(decay, dtype))
+            learning_rate, step, self._constants(decay, dtype))
         self.assign(momentum, new_m)
         self.assign(velocity, new_v)
         self.assign(variable, new_var)
@@ -174,6 +201,9 @@ class ElectraAdamW(AdamWHooks):
         # distribution strategy); the gradients returned here are the
         # replica-summed ones, so this is where the clip belongs.
         grads_and_vars = super().reduce_gradients(grads_and_vars)
+        if self._var_frozen:
+            grads_and_vars = [(g if g is None or not self._is_frozen(v) else g * self._thaw(g.dtype), v)
+                              for g, v in grads_and_vars]
         if not self.clip_norm:
             return grads_and_vars
         grads = [g for g, _ in grads_and_vars]
@@ -184,6 +214,8 @@ class ElectraAdamW(AdamWHooks):
         config = super().get_config()
         config["clip_norm"] = self.clip_norm
         config["lr_multipliers"] = self.lr_multipliers
+        config["frozen_paths"] = self.frozen_paths
+        config["frozen_steps"] = self.frozen_steps
         return config
 
 
@@ -206,7 +238,7 @@ _fused_adamw = tf.function(_adamw_values, jit_compile=True)
 
 def adamw(learning_rate, weight_decay: float, beta_1: float, beta_2: float, epsilon: float,
           clip_norm: Optional[float], lr_multipliers: Optional[Dict[str, float]] = None,
-          fused: bool = True) -> ElectraAdamW:
+          fused: bool = True, frozen_paths=None, frozen_steps: int = 0) -> ElectraAdamW:
     """`ElectraAdamW` with the reference's no-decay rule (names gamma, beta, bias).
 
     Args:
@@ -216,9 +248,11 @@ def adamw(learning_rate, weight_decay: float, beta_1: float, beta_2: float, epsi
         clip_norm: global-norm clip of the replica-summed gradient (None or 0: off).
         lr_multipliers: per-variable learning-rate factors (fine-tuning), or None.
         fused: one XLA-fused update per variable (False: Keras' AdamW ops).
+        frozen_paths, frozen_steps: variables held as they are for the first steps (`ElectraAdamW`).
     """
     optimizer = ElectraAdamW(learning_rate=learning_rate, weight_decay=weight_decay, beta_1=beta_1,
                              beta_2=beta_2, epsilon=epsilon, clip_norm=clip_norm or None,
-                             lr_multipliers=lr_multipliers, fused=fused)
+                             lr_multipliers=lr_multipliers, fused=fused, frozen_paths=frozen_paths,
+                             frozen_steps=frozen_steps)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAME_PATTERNS))
     return optimizer
