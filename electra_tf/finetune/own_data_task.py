@@ -10,9 +10,11 @@ What the run worked out is printed before training (`summary_lines`): the
 rows of each split, the classes (or regression) and the rule that decided,
 and the share of rows cut at --max_seq_length; results.json records the same
 under "data". Metrics: accuracy and macro-F1 (and MCC for two classes) beside
-the majority-class baseline (always answering the commonest training label);
-for a regression MSE, RMSE, Pearson and Spearman beside the mean baseline
-(always answering the training labels' mean). The saved classifier records
+the majority-class baseline; for a regression MSE, RMSE, Pearson and Spearman
+beside the mean baseline. Each baseline is the best constant answer for the
+split it is reported on (its commonest label; its mean, whose MSE is the
+labels' variance), so a model that does not beat it has learnt nothing a
+constant could not. The saved classifier records
 the label names and the columns it was trained on, so `predict` and the
 exported SavedModel answer with label names.
 """
@@ -65,7 +67,6 @@ class OwnDev:
       test_x, test_y: the --test_file's features and labels (y None: unlabelled).
       test: the --test_file rows (their texts go into test_predictions.csv).
       columns: the columns read (text, pair, label).
-      baseline: the majority class id (classification) or the training labels' mean (regression).
       summary: what the run worked out from its files (results.json "data").
     """
     label_set: LabelSet
@@ -76,7 +77,6 @@ class OwnDev:
     test_y: Optional[np.ndarray]
     test: Optional[Examples]
     columns: Columns
-    baseline: float
     summary: Dict
 
 
@@ -143,14 +143,10 @@ class OwnDataFinetuneTask(FinetuneTask):
 
         (train_x, train_cut), (dev_x, dev_cut) = encode(train), encode(dev)
         test_x, test_cut = encode(test) if test is not None else (None, None)
-        if label_set.regression:
-            baseline = float(np.mean(train_y))
-        else:
-            baseline = int(np.argmax(np.bincount(train_y, minlength=len(label_set.names))))
-        summary = _summary(s, label_set, read_rows, train_y, dev_y, test, test_y, baseline,
+        summary = _summary(s, label_set, read_rows, train_y, dev_y, test, test_y,
                            {"train": train_cut, "validation": dev_cut, "test": test_cut})
         return TaskData(train_x, train_y, OwnDev(label_set, dev_x, dev_y, dev, test_x, test_y, test, columns,
-                                                 baseline, summary))
+                                                 summary))
 
     def describe_data(self, data: TaskData) -> Optional[Dict]:
         return data.dev.summary
@@ -169,25 +165,24 @@ class OwnDataFinetuneTask(FinetuneTask):
 
     def evaluate(self, model, s: Settings, data: TaskData, seed_dir: str) -> Dict[str, float]:
         dev: OwnDev = data.dev
-        out, predicted = self._scores(model, s, dev.x, dev.y, dev.label_set, dev.baseline)
+        out, predicted = self._scores(model, s, dev.x, dev.y, dev.label_set)
         self._write(os.path.join(seed_dir, "validation_predictions.csv"), predicted, dev.y, dev.label_set,
                     dev.examples.labels)
         if dev.test_x is not None:
-            test_metrics, test_pred = self._scores(model, s, dev.test_x, dev.test_y, dev.label_set, dev.baseline)
+            test_metrics, test_pred = self._scores(model, s, dev.test_x, dev.test_y, dev.label_set)
             out.update({"test_" + k: v for k, v in test_metrics.items()})
             self._write(os.path.join(seed_dir, "test_predictions.csv"), test_pred, dev.test_y, dev.label_set,
                         dev.test.labels, dev.test.texts)
         return out
 
-    def _scores(self, model, s: Settings, x, y, label_set: LabelSet,
-                baseline: float) -> Tuple[Dict[str, float], np.ndarray]:
+    def _scores(self, model, s: Settings, x, y, label_set: LabelSet) -> Tuple[Dict[str, float], np.ndarray]:
         out = self.predict(model, x, s)
         if label_set.regression:
             pred = np.asarray(out, np.float32).reshape(-1)
             if y is None:
                 return {}, pred
             mse = mean_squared_error(y, pred)
-            mean_mse = mean_squared_error(y, np.full_like(y, baseline))
+            mean_mse = mean_squared_error(y, np.full_like(y, _baseline(y, True)))
             return {"mse": mse, "rmse": math.sqrt(mse), "pearson": pearson(y, pred), "spearman": spearman(y, pred),
                     "mean_mse": mean_mse, "mean_rmse": math.sqrt(mean_mse)}, pred
         pred = np.argmax(out, -1)
@@ -196,7 +191,7 @@ class OwnDataFinetuneTask(FinetuneTask):
         metrics = {"accuracy": accuracy(y, pred), "macro_f1": macro_f1(y, pred, len(label_set.names))}
         if len(label_set.names) == 2:
             metrics["mcc"] = matthews_corrcoef(y, pred)
-        metrics["majority_accuracy"] = accuracy(y, np.full_like(y, int(baseline)))
+        metrics["majority_accuracy"] = accuracy(y, np.full_like(y, _baseline(y, False)))
         return metrics, pred
 
     @staticmethod
@@ -250,9 +245,14 @@ def _as_written(label) -> str:
 
 
 # ------------------------------------------------------------------ what the run worked out
+def _baseline(y: np.ndarray, regression: bool):
+    """The best constant answer for labels `y`: their mean, or their commonest class id."""
+    return float(np.mean(y)) if regression else int(np.argmax(np.bincount(y)))
+
+
 def _summary(s: Settings, label_set: LabelSet, read_rows: int, train_y, dev_y, test: Optional[Examples],
-             test_y, baseline: float, truncated: Dict[str, Optional[np.ndarray]]) -> Dict:
-    """results.json's "data": rows, labels and the rule, the baseline, truncation at --max_seq_length."""
+             test_y, truncated: Dict[str, Optional[np.ndarray]]) -> Dict:
+    """results.json's "data": rows, labels and the rule, the baselines, truncation at --max_seq_length."""
     out: Dict = {"train_file": s.train_file, "train_rows_read": read_rows, "train_rows": int(len(train_y)),
                  "validation_file": s.validation_file, "validation_split": s.validation_split,
                  "validation_rows": int(len(dev_y)), "test_file": s.test_file,
@@ -263,11 +263,12 @@ def _summary(s: Settings, label_set: LabelSet, read_rows: int, train_y, dev_y, t
         values = np.asarray(train_y, np.float64)
         out["train_labels"] = {"min": float(values.min()), "max": float(values.max()), "mean": float(values.mean()),
                                "variance": float(values.var())}
-        out["baseline"] = {"kind": "mean", "value": baseline}
     else:
         counts = np.bincount(train_y, minlength=len(label_set.names))
         out["train_class_counts"] = {name: int(c) for name, c in zip(label_set.names, counts)}
-        out["baseline"] = {"kind": "majority", "label": label_set.names[int(baseline)]}
+    # The best constant answer of each labelled split: its mean, or its commonest label.
+    out["baseline"] = {split: (_baseline(y, True) if label_set.regression else label_set.names[_baseline(y, False)])
+                       for split, y in (("validation", dev_y), ("test", test_y)) if y is not None}
     out["max_seq_length"] = s.max_seq_length
     out["truncated_rows"] = {split: None if cut is None else int(np.sum(cut)) for split, cut in truncated.items()}
     return out
@@ -321,7 +322,8 @@ def format_own_table(task: str, results: List[Dict], median: Dict[str, float], s
 
     Classification: accuracy and macro-F1 in percent, MCC from -1 to 1, and the
     majority-class baseline; regression: MSE and RMSE in the labels' units,
-    Pearson and Spearman from -1 to 1, and the mean baseline.
+    Pearson and Spearman from -1 to 1, and the mean baseline (each baseline the
+    best constant answer for the split).
     """
     columns = SCORE_COLUMNS if label_set.regression else CLASS_COLUMNS
     columns = [c for c in columns if c[0] in results[0]]
@@ -345,12 +347,15 @@ def format_own_table(task: str, results: List[Dict], median: Dict[str, float], s
     def line(cells):
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
+    base = summary["baseline"]
+    shown = ", ".join(f"{split}: {base[split]:.4g}" if label_set.regression else f"{split}: {base[split]!r}"
+                      for split, _ in splits)
     if label_set.regression:
         legend = (f"MSE and RMSE in the labels' units (MSE squared), Pearson and Spearman from -1 to 1; mean = "
-                  f"always answering the training labels' mean, {summary['baseline']['value']:.4g}")
+                  f"always answering the split's mean label ({shown}), whose MSE is the labels' variance")
     else:
         legend = (f"accuracy and macro-F1 in percent{', MCC from -1 to 1' if len(label_set.names) == 2 else ''}; "
-                  f"majority = always answering {summary['baseline']['label']!r}, the commonest training label")
+                  f"majority = always answering the split's commonest label ({shown})")
     sizes = [f"validation {_count(summary['validation_rows'])} rows"]
     if len(splits) > 1:
         sizes.append(f"test {_count(summary['test_rows'])} rows")

@@ -194,8 +194,9 @@ def test_cli_trains_predicts_and_exports_with_label_names(reviews, tmp_path):
     correct = sum(row["prediction"] == row["label"] for row in predicted)
     assert seed["accuracy"] == pytest.approx(correct / 100)
     train_labels = [y for _, y in reviews["rows"][:300]]
-    commonest, _ = collections.Counter(train_labels).most_common(1)[0]
-    majority = sum(y == commonest for _, y in dev_rows) / 100
+    # The majority baseline: the best constant answer for the validation rows.
+    commonest, most = collections.Counter(y for _, y in dev_rows).most_common(1)[0]
+    majority = most / 100
     assert seed["majority_accuracy"] == pytest.approx(majority)
 
     # What the run says it read, decided and cut, before training.
@@ -225,7 +226,7 @@ def test_cli_trains_predicts_and_exports_with_label_names(reviews, tmp_path):
     assert not (out / "seed_1" / "checkpoints").exists()
     # The table: one row per split and seed; percent where labelled, MCC as a correlation, the baseline beside.
     assert title == (f"own_data results (validation 100 rows): accuracy and macro-F1 in percent, MCC from -1 to 1; "
-                     f"majority = always answering {commonest!r}, the commonest training label")
+                     f"majority = always answering the split's commonest label (validation: {commonest!r})")
     assert head == ["split", "seed", "accuracy %", "macro-F1 %", "MCC", "majority accuracy %"]
     assert set(rows) == {("validation", "1"), ("validation", "median")}  # the test file has no labels
     row = rows["validation", "1"]
@@ -330,19 +331,19 @@ def test_regression_reports_mse_beside_the_mean_and_keeps_labels_as_written(revi
     seed = results["seeds"][0]
     assert seed["mse"] == pytest.approx(np.mean((gold - pred) ** 2), rel=1e-4)
     assert seed["rmse"] == pytest.approx(math.sqrt(seed["mse"]))
-    assert seed["mean_mse"] == pytest.approx(np.mean((gold - train_y.mean()) ** 2), rel=1e-6)
+    assert seed["mean_mse"] == pytest.approx(np.var(gold), rel=1e-6)  # always answering the mean
     assert seed["mean_rmse"] == pytest.approx(math.sqrt(seed["mean_mse"]))
     assert -1 <= seed["pearson"] <= 1 and -1 <= seed["spearman"] <= 1
     # The table: MSE/RMSE in the labels' units, correlations as plain numbers, the mean baseline beside.
     title, head, table = table_rows(stdout)
     assert title == (f"own_data results (validation 30 rows): MSE and RMSE in the labels' units (MSE squared), "
-                     f"Pearson and Spearman from -1 to 1; mean = always answering the training labels' mean, "
-                     f"{train_y.mean():.4g}")
+                     f"Pearson and Spearman from -1 to 1; mean = always answering the split's mean label "
+                     f"(validation: {gold.mean():.4g}), whose MSE is the labels' variance")
     assert head == ["split", "seed", "MSE", "RMSE", "Pearson", "Spearman", "mean MSE", "mean RMSE"]
     row = table["validation", "1"]
     assert float(row["MSE"]) == pytest.approx(seed["mse"], rel=1e-3)
     assert row["Pearson"] == f"{seed['pearson']:.3f}" and row["Spearman"] == f"{seed['spearman']:.3f}"
-    assert float(row["mean MSE"]) == pytest.approx(np.mean((gold - train_y.mean()) ** 2), rel=1e-3)
+    assert float(row["mean MSE"]) == pytest.approx(np.var(gold), rel=1e-3)
 
 
 def test_validation_split_pairs_and_regression_from_jsonl(reviews, tmp_path, capsys):
