@@ -39,6 +39,22 @@ def test_every_module_is_in_a_layer():
     assert placed - found == set(), f"layers name modules that do not exist: {sorted(placed - found)}"
 
 
+def _architecture_rows():
+    """The layer table of docs/architecture.md, lowest first: the modules named in each row's first cell."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("| layer | what it owns |"):].split("\n\n")[0]
+    rows = [line.split("|")[1] for line in table.splitlines()[2:]]
+    return [re.findall(r"`(\w+)`", cell) for cell in rows]
+
+
+def test_the_architecture_page_lists_the_layers_of_the_contract():
+    # docs/architecture.md lists the layers lowest first; setup.cfg highest first.
+    assert [sorted(row) for row in _architecture_rows()] == [sorted(layer) for layer in reversed(_layers())]
+
+
 def test_the_contract_catches_an_upward_import(tmp_path):
     # The same layer order on a two-module package whose lower layer imports the
     # upper one: lint-imports must refuse it (the contract is not vacuous).
