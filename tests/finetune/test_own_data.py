@@ -311,11 +311,12 @@ def test_regression_reports_mse_beside_the_mean_and_keeps_labels_as_written(revi
     out = tmp_path / "reg"
     code, stdout, err = finetune_main(capsys, [
         "--init", "random", "--config", reviews["config"], "--vocab_file", reviews["vocab"], "--train_file", train,
-        "--validation_file", dev, "--label_column", "score", "--output_dir", out, "--max_seq_length", "32",
-        "--max_steps", "3", "--save_every", "0"])
+        "--validation_file", dev, "--test_file", train, "--label_column", "score", "--output_dir", out,
+        "--max_seq_length", "32", "--max_steps", "3", "--save_every", "0"])
     assert code == 0, err
     results = json.load(open(out / "results.json"))
-    assert results["metrics"] == ["mse", "rmse", "pearson", "spearman", "mean_mse", "mean_rmse"]
+    metrics = ["mse", "rmse", "pearson", "spearman", "mean_mse", "mean_rmse"]
+    assert results["metrics"] == metrics + ["test_" + m for m in metrics]  # the labelled test file too
     train_y = np.asarray([float(y) for _, y in rows[:90]])
     lines = stdout.splitlines()
     assert lines[1] == (f"labels: regression, one number per text (training labels 1 to 5.5, mean "
@@ -335,10 +336,14 @@ def test_regression_reports_mse_beside_the_mean_and_keeps_labels_as_written(revi
     assert seed["mean_rmse"] == pytest.approx(math.sqrt(seed["mean_mse"]))
     assert -1 <= seed["pearson"] <= 1 and -1 <= seed["spearman"] <= 1
     # The table: MSE/RMSE in the labels' units, correlations as plain numbers, the mean baseline beside.
+    assert seed["test_mean_mse"] == pytest.approx(np.var(train_y), rel=1e-6)
     title, head, table = table_rows(stdout)
-    assert title == (f"own_data results (validation 30 rows): MSE and RMSE in the labels' units (MSE squared), "
-                     f"Pearson and Spearman from -1 to 1; mean = always answering the split's mean label "
-                     f"(validation: {gold.mean():.4g}), whose MSE is the labels' variance")
+    assert title == (f"own_data results (validation 30 rows, test 90 rows): MSE and RMSE in the labels' units (MSE "
+                     f"squared), Pearson and Spearman from -1 to 1; mean = always answering the split's mean label "
+                     f"(validation: {gold.mean():.4g}, test: {train_y.mean():.4g}), whose MSE is the labels' "
+                     f"variance")
+    assert set(table) == {(split, seed) for split in ("validation", "test") for seed in ("1", "median")}
+    assert float(table["test", "1"]["mean MSE"]) == pytest.approx(np.var(train_y), rel=1e-3)
     assert head == ["split", "seed", "MSE", "RMSE", "Pearson", "Spearman", "mean MSE", "mean RMSE"]
     row = table["validation", "1"]
     assert float(row["MSE"]) == pytest.approx(seed["mse"], rel=1e-3)
