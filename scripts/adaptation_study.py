@@ -225,12 +225,15 @@ def finetune(work: Path, init: str, task: str, seq: int, cells: Dict[str, dict])
         cmd += ["--init", str(work / "minilm")]
     else:
         cmd += ["--init", str(checkpoint_model(work, init))]
-    log(f"fine-tuning {init} on {task} at {seq} tokens")
-    seconds = run(cmd, out / "finetune.log")
+    seconds = None  # results.json without a cell: the run finished but the study was stopped
+    if not (out / "results.json").is_file():
+        log(f"fine-tuning {init} on {task} at {seq} tokens")
+        seconds = run(cmd, out / "finetune.log")
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     accs = [round(100 * s["accuracy"], 2) for s in res["seeds"]]
     cell = {"key": key, "init": init, "task": task, "seq": seq, "seeds": accs,
-            "median": round(100 * res["median"]["accuracy"], 2), "seconds": round(seconds, 1)}
+            "median": round(100 * res["median"]["accuracy"], 2),
+            "seconds": None if seconds is None else round(seconds, 1)}
     add_cell(work, cell)
     cells[key] = cell
     log(f"{init} {task} {seq}: {accs} median {cell['median']}")
