@@ -227,7 +227,7 @@ def read_weights(model_dir: str) -> Dict[str, np.ndarray]:
         state = torch.load(binary, map_location="cpu", weights_only=True)
         return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}
     raise ConversionError(f"{model_dir} has no model.safetensors (or pytorch_model.bin); pass a Hugging Face "
-                          f"ELECTRA model directory (config.json + model.safetensors)")
+                          f"ELECTRA or BERT model directory (config.json + model.safetensors)")
 
 
 def read_config(model_dir: str) -> dict:

@@ -53,7 +53,7 @@ def test_convert_from_hf_given_a_hub_id_says_to_download_it_first(tmp_path, monk
     (tmp_path / "runs").mkdir()
     assert convert_main(["--from", "hf", "--input", "runs/nope", "--output", "models/electra"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --input 'runs/nope' does not exist; pass a Hugging Face ELECTRA model directory "
+        "error: --input 'runs/nope' does not exist; pass a Hugging Face ELECTRA or BERT model directory "
         "(config.json + model.safetensors)")
     assert not (tmp_path / "models").exists()
 

@@ -672,7 +672,7 @@ def _(c):
 
 
 @entry("convert-hf-without-weights", C, "--from hf on a directory without model.safetensors",
-       "error: <dir> has no model.safetensors (or pytorch_model.bin); pass a Hugging Face ELECTRA model "
+       "error: <dir> has no model.safetensors (or pytorch_model.bin); pass a Hugging Face ELECTRA or BERT model "
        "directory (config.json + model.safetensors)", 2)
 def _(c):
     hf = c.tmp / "hf"
@@ -681,19 +681,19 @@ def _(c):
     return c.convert(["--from", "hf", "--input", hf, "--output", c.tmp / "out"], absent=[c.tmp / "out"])
 
 
-@entry("convert-checkpoint-of-another-model", C, "--from hf on a BERT checkpoint",
-       "error: <dir> holds a 'bert' model, not 'electra'; pass an ELECTRA checkpoint (e.g. "
-       "google/electra-small-discriminator)", 2)
+@entry("convert-checkpoint-of-another-model", C, "--from hf on a RoBERTa checkpoint",
+       "error: <dir> holds a 'roberta' model, not 'electra' or 'bert'; pass an ELECTRA checkpoint (e.g. "
+       "google/electra-small-discriminator) or a BERT encoder", 2)
 def _(c):
     import numpy as np
 
     from electra_tf.convert import hf
 
-    bert = c.tmp / "bert"
-    bert.mkdir()
-    (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    hf.write_safetensors(str(bert / "model.safetensors"), {"bert.pooler.dense.bias": np.zeros(4, "float32")})
-    return c.convert(["--from", "hf", "--input", bert, "--output", c.tmp / "out"], absent=[c.tmp / "out"])
+    roberta = c.tmp / "roberta"
+    roberta.mkdir()
+    (roberta / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    hf.write_safetensors(str(roberta / "model.safetensors"), {"roberta.pooler.dense.bias": np.zeros(4, "float32")})
+    return c.convert(["--from", "hf", "--input", roberta, "--output", c.tmp / "out"], absent=[c.tmp / "out"])
 
 
 # =========================================================================== serving
