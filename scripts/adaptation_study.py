@@ -51,11 +51,11 @@ SEEDS = "1,2,3"
 RUNS = {
     "electra_domain": dict(data="shards_imdb", steps=720, save=180, overrides=()),
     "electra_task": dict(data="shards_task500", steps=360, save=180, overrides=()),
-    # Masked LM at the FLOPs of electra_domain's 360 steps (electra_tf.flops: one MLM step of this
-    # encoder is 1/1.51 of an ELECTRA step with its 1/4-wide generator), the same recipe: its fresh
-    # masked-LM head at the full rate, the encoder at 0.1x after a frozen warm-up.
-    "mlm_domain": dict(data="shards_imdb", steps=544, save=272,
-                       overrides=("objective=mlm", "num_warmup_steps=54", "encoder_freeze_steps=54")),
+    # Masked LM at the FLOPs of electra_domain's first 180 steps (electra_tf.flops: one MLM step of
+    # this encoder is 1/1.51 of an ELECTRA step with its 1/4-wide generator), the same recipe: its
+    # fresh masked-LM head at the full rate, the encoder at 0.1x after a frozen warm-up.
+    "mlm_domain": dict(data="shards_imdb", steps=272, save=272,
+                       overrides=("objective=mlm", "num_warmup_steps=27", "encoder_freeze_steps=27")),
 }
 # Labelled sets: name -> (directory under work, rows of imdb/train.tsv.gz or None for SST-2).
 TASKS = {"imdb500": 500, "imdb2000": 2000, "sst2_2000": None}
