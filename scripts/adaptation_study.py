@@ -341,9 +341,11 @@ def _plot(work: Path, ft: List[dict], cells: Dict[str, dict]) -> None:
             ax.axhspan(min(c["seeds"]), max(c["seeds"]), color="k", alpha=0.08)
         if c["init"] == "random":
             ax.axhline(c["median"], color="tab:red", lw=1, ls=":", label="random init")
-    tfidf = cells.get("tfidf:imdb500:128")
-    if tfidf:
-        ax.axhline(tfidf["accuracy"], color="tab:gray", lw=1, ls="-.", label="TF-IDF + LR, same tokens")
+    for key, style, label in (("tfidf:imdb500:128", "-.", "TF-IDF + LR, same tokens"),
+                              ("tfidf:imdb500:0", "--", "TF-IDF + LR, whole reviews")):
+        if key in cells:
+            ax.axhline(cells[key]["accuracy"], color="tab:gray", lw=1, ls=style, label=label)
+    ax.set_xlim(left=0)
     ax.set_xlabel("minutes of continued pre-training (2-core CPU, shared)")
     ax.set_ylabel("IMDB dev accuracy, 500 labels (median of 3 seeds)")
     ax.legend(fontsize=8)
