@@ -209,12 +209,11 @@ def finetune(work: Path, init: str, task: str, seq: int, cells: Dict[str, dict])
     key = f"ft:{init}:{task}:{seq}"
     if key in cells:
         return cells[key]
-    recipe = RECIPE  # the same for every init, random included
     out = work / "finetune" / f"{init.replace('@', '_')}_{task}_{seq}"
     data = SHARED / "glue" / "SST-2" if task == "sst2_2000" else work / task
     cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data),
            "--seeds", SEEDS, "--max_seq_length", str(seq), "--save_every", "0", "--output_dir", str(out)]
-    for flag, value in recipe.items():
+    for flag, value in RECIPE.items():  # the same for every init, random included
         cmd += [f"--{flag}", value]
     if task == "sst2_2000":
         cmd += ["--max_train_examples", "2000"]
@@ -305,11 +304,10 @@ def report(work: Path, cells: Dict[str, dict]) -> str:
         lines.append(f"| {_init_label(work, c['init'])} | {c['task']} | {c['seq']} | "
                      f"{' / '.join(f'{a:.2f}' for a in c['seeds'])} | {c['median']:.2f} | {gain} |")
     for c in sorted((c for c in cells.values() if c["key"].startswith("tfidf:")), key=lambda c: c["key"]):
+        b = base.get((c["task"], 128))
+        gain = "" if b is None else f"{c['accuracy'] - b['median']:+.2f}"
         lines.append(f"| TF-IDF + logistic regression | {c['task']} | {c['seq'] or 'whole reviews'} | - | "
-                     f"{c['accuracy']:.2f} | {c['accuracy'] - base[(c['task'], 128)]['median']:+.2f} |"
-                     if (c["task"], 128) in base else
-                     f"| TF-IDF + logistic regression | {c['task']} | {c['seq'] or 'whole reviews'} | - | "
-                     f"{c['accuracy']:.2f} | |")
+                     f"{c['accuracy']:.2f} | {gain} |")
     text = "\n".join(lines) + "\n"
     (work / "results.md").write_text(text, encoding="utf-8")
     _plot(work, ft, cells)

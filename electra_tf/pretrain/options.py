@@ -20,7 +20,8 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
-from electra_tf.paths import is_remote, output_dir_problem
+from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
+from electra_tf.paths import is_remote, output_dir_problem, resolve_model_dir
 from electra_tf.training import distribution
 from electra_tf.training.checkpoints import CheckpointManager
 from electra_tf.training.shared_flags import DEFAULT_LOG_EVERY, DEFAULT_SAVE_EVERY, PRECISION_POLICIES
@@ -224,10 +225,6 @@ INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_
 def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,
                      log: Callable[[str], None]):
     """--init_from: (model directory, config with its shape, its vocab.txt); fails on a bad directory."""
-    # Imported here: models.saving is the layout every tool shares (no TensorFlow op runs).
-    from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
-    from electra_tf.paths import resolve_model_dir
-
     if embedded:
         fail("--init_from needs --data_dir and --config (the text to go on pre-training on, and the job's "
              "settings); build shards with that model's vocab.txt: build_pretraining_data --vocab_file "
