@@ -102,7 +102,7 @@ rows = ["| encoder | median accuracy | seeds |", "|---|---|---|"]
 res = {}
 for init in ("adapted", "as_is"):
     r = json.load(open(f"{out}/finetune/{init}/results.json"))
-    res[init] = 100 * r["median"]["accuracy"]
+    res[init] = round(100 * r["median"]["accuracy"], 2)  # as printed, so the gain is their difference
     seeds = " / ".join("%.2f" % (100 * s["accuracy"]) for s in r["seeds"])
     rows.append(f"| {init.replace('_', ' ')} | {res[init]:.2f} | {seeds} |")
 rows.append(f"| gain of the adaptation | {res['adapted'] - res['as_is']:+.2f} | |")
