@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional
 
-from electra_tf.objectives.registry import get_objective
+from electra_tf.objectives.objective_registry import get_objective
 
 # Per-element constants of the reference counting (see module docstring).
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) multiply

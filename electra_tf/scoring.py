@@ -22,7 +22,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's tokenizer)
 
 from electra_tf.config import ElectraConfig
-from electra_tf.export.loading import discriminator_module
+from electra_tf.export.serving_loader import discriminator_module
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import resolve_model_dir
 from electra_tf.preprocessing import text_list

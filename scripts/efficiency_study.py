@@ -211,7 +211,7 @@ def _reset_keras():
 def pretrain(plan: Dict, data: Dict, run_dir: Path, args) -> Dict:
     """Pre-trains one (objective, budget) run; returns its summary (cached when done)."""
     from electra_tf.pretrain.options import PretrainOptions
-    from electra_tf.pretrain.run import run_pretraining
+    from electra_tf.pretrain.pretrain_job import run_pretraining
 
     summary_path = run_dir / "summary.json"
     if summary_path.is_file() and (run_dir / "pretrained" / "discriminator.weights.h5").is_file():
@@ -234,7 +234,7 @@ def pretrain(plan: Dict, data: Dict, run_dir: Path, args) -> Dict:
 def finetune(init: str, out_dir: Path, data: Dict, args, config_path: Optional[str] = None) -> Dict:
     """SST-2 for every seed (each cached by the fine-tuning driver); returns its results.json."""
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.run import run_task
+    from electra_tf.finetune.finetune_job import run_task
 
     results = out_dir / "results.json"
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -359,7 +359,7 @@ def run_study(args) -> Dict:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     from electra_tf.config import ConfigError
-    from electra_tf.data.errors import DataError
+    from electra_tf.data.data_errors import DataError
     from electra_tf.finetune.settings import FinetuneError
     from electra_tf.pretrain.options import PretrainError
 

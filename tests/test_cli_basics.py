@@ -62,7 +62,7 @@ def test_error_and_interrupt_helpers_print_one_line_and_return_the_convention(ca
 
 
 def test_ctrl_c_in_pretrain_exits_130_with_one_line(monkeypatch, capsys):
-    import electra_tf.pretrain.run as run
+    import electra_tf.pretrain.pretrain_job as run
     from electra_tf.pretrain.__main__ import run_cli
 
     def interrupted(opts):

@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from electra_tf.export.serving import DISCRIMINATOR, ServingModule
-from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 from electra_tf.preprocessing import TextPreprocessor, pair_lengths
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "data", "sample_corpus.txt")

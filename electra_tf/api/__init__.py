@@ -11,7 +11,7 @@
 """
 
 from electra_tf.api.classifier import ElectraClassifier
-from electra_tf.api.loading import ApiError, load_encoder, locate
+from electra_tf.api.model_locator import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 
 __all__ = ["ApiError", "ElectraClassifier", "ElectraPreprocessor", "load_encoder", "locate"]

@@ -28,14 +28,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.api.loading import ApiError, load_encoder, locate
+from electra_tf.api.model_locator import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
-from electra_tf.finetune.base_task import FinetuneTask
-from electra_tf.finetune.classifier_dir import save_classifier
-from electra_tf.finetune.encoder_init import load_encoder_weights
-from electra_tf.finetune.models import ClassifierModel, build_and_call
+from electra_tf.finetune.tasks.base_task import FinetuneTask
+from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
+from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 

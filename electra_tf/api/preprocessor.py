@@ -19,7 +19,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from electra_tf.api.loading import ApiError, locate
+from electra_tf.api.model_locator import ApiError, locate
 from electra_tf.data.vocab import load_vocab
 from electra_tf.preprocessing import TextPreprocessor
 

@@ -40,7 +40,7 @@ from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import hub_download_hint, resolve_model_dir
-from electra_tf.pretrain.saving import load_pretrainer
+from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")

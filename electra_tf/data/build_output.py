@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from electra_tf.data import fs
 from electra_tf.data import manifest as mf
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.tokenizer import file_sha256
 from electra_tf.data.vocab import SpecialTokenIds
 

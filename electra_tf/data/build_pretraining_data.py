@@ -37,7 +37,7 @@ from electra_tf.data.build_output import (check_repair, finish_build, prepare_ou
                                           resume_or_refuse)
 from electra_tf.data.build_progress import Progress
 from electra_tf.data.corpus import check_text_file, expand_corpus, file_size, is_gzip
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
 from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256, resolve_strip_accents

@@ -42,7 +42,7 @@ from electra_tf.cli import exit_with_error, run_absl
 from electra_tf.data import fs
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 # hf_tokenizer is imported from here by tests and named here in docs/data.md.
 from electra_tf.data.hf_bert_tokenizer import hf_tokenizer  # noqa: F401  pylint: disable=unused-import
 from electra_tf.data.tokenizer import resolve_strip_accents

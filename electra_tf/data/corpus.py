@@ -20,7 +20,7 @@ import os
 import zlib
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 
 _GLOB_CHARS = set("*?[")
 # Bytes checked for NUL at the start of each file (git uses the same heuristic).

@@ -10,7 +10,7 @@ from typing import Optional
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.tokenizer import resolve_strip_accents
 
 # WordPiece gives up on (and emits [UNK] for) longer words, in HF tokenizers and BERT alike.

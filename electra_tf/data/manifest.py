@@ -12,7 +12,7 @@ import os
 import posixpath
 from typing import Any, Dict, List, Optional
 
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "electra_tf.pretraining_data/1"

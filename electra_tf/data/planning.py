@@ -17,7 +17,7 @@ import dataclasses
 from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.gzip_index import index_gzip
 
 # How far past a byte-balanced cut point we look for a blank line before

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from electra_tf.data import manifest as mf
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 

@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Sequence
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.hf_bert_tokenizer import MAX_CHARS_PER_WORD
 from electra_tf.data.vocab import SPECIAL_TOKENS
 

@@ -1,6 +1,6 @@
 """SavedModel export for TF Serving: raw text in, tokenized in-graph. See docs/serving.md."""
 
-from electra_tf.export.loading import ExportError, build_module, load_classifier
+from electra_tf.export.serving_loader import ExportError, build_module, load_classifier
 from electra_tf.export.serving import ServingModule, pair_lengths
 
 __all__ = ["ExportError", "ServingModule", "build_module", "load_classifier",

@@ -1,18 +1,16 @@
-"""Fine-tuning the ELECTRA discriminator: GLUE, SQuAD 1.1/2.0 and tagging.
+"""Fine-tuning the ELECTRA discriminator: GLUE, SQuAD 1.1/2.0, tagging and your own files.
 
 Run it with ``python -m electra_tf.finetune --task sst2 ...`` (see docs/finetune.md).
 
-Layout:
-  run.py            the driver: `run_task` (every seed, resume, results.json)
-  settings.py       `Settings` (the CLI's flags) and `FinetuneError`
-  base_task.py      `FinetuneTask`: what a task family provides to the driver
-  registry.py       --task name -> task object (`get_task`)
-  glue_task.py, squad_task.py, tagging_task.py
-                    the task families; their data readers and scorers are
-                    glue_data.py, squad_data.py + squad_eval.py, tagging_data.py
-  models.py, heads.py
-                    the Keras models (encoder + head)
+Layout (by role):
+  __main__.py, own_data_flags.py
+                    the command line
+  settings.py       `Settings` (what the job reads) and `FinetuneError`
+  finetune_job.py   the job: `run_task` (every seed, resume, results.json)
+  readers/          the data: GLUE, SQuAD, tagging and own-file readers, the tokenizer
+  tasks/            `FinetuneTask` and the task families (data, head, loss, evaluation,
+                    export), `--task` name -> task (task_registry), metrics, SQuAD scoring
+  modeling/         the Keras models (encoder + task head), --init loading, layer-wise
+                    learning rates, the saved classifier that export serves
   training_loop.py  strategy, datasets, optimizer, checkpointed `fit`
-  encoder_init.py   --init: finding and loading the pre-trained encoder
-  classifier_dir.py the saved classifier that export serves
 """

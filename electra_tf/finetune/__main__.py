@@ -20,11 +20,11 @@ from absl import flags
 from electra_tf.cli import report_error, report_interrupted, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
-from electra_tf.finetune import glue_data, squad_data, tagging_data
-from electra_tf.finetune.layerwise_lr import LayerwiseLRError
+from electra_tf.finetune.readers import glue_data, squad_data, tagging_data
+from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError
 from electra_tf.finetune import own_data_flags
 from electra_tf.finetune.own_data_flags import own_data_settings, resolve_task
-from electra_tf.finetune.run import run_task
+from electra_tf.finetune.finetune_job import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.training.distribution import StrategyError
 from electra_tf.training import shared_flags

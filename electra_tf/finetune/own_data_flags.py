@@ -14,7 +14,7 @@ from typing import Dict, Optional
 
 from absl import flags
 
-from electra_tf.finetune.own_data_task import TASK_NAME
+from electra_tf.finetune.tasks.own_data_task import TASK_NAME
 from electra_tf.finetune.settings import FinetuneError
 
 flags.DEFINE_string("train_file", None, "Your labelled training data: a .csv, .tsv or .jsonl file (optionally "

@@ -1,7 +1,7 @@
 """What one fine-tuning run is configured with: `Settings`, and its one error type.
 
 `python -m electra_tf.finetune` fills `Settings` from its flags; scripts build
-it directly and call `electra_tf.finetune.run.run_task`. The checks here need
+it directly and call `electra_tf.finetune.finetune_job.run_task`. The checks here need
 nothing but the settings themselves, so they run before any file is read.
 """
 

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import keras
 import tensorflow as tf
 
-from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
+from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
 from electra_tf.finetune.settings import Settings
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.distribution import check_jit_compile, create_strategy, resolve_name, split_cpu

@@ -33,7 +33,7 @@ came from and which parts the source lacked (`absent_parts`), so tools that
 serve a part (export) can refuse one that was never trained.
 
 Rebuilding the whole `ElectraPretrainer` from a directory belongs to the
-pre-training layer above: `electra_tf.pretrain.saving.load_pretrainer`.
+pre-training layer above: `electra_tf.pretrain.pretrainer_loading.load_pretrainer`.
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's tokenizer)
 
 from electra_tf.errors import ElectraError
-from electra_tf.export.loading import classifier_module
+from electra_tf.export.serving_loader import classifier_module
 from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA
-from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE
+from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE
 from electra_tf.paths import resolve_model_dir
 from electra_tf.preprocessing import text_list
 

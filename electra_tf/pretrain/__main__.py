@@ -20,11 +20,11 @@ from absl import flags
 
 from electra_tf.cli import exit_with_error, report_error, report_interrupted, run_absl
 from electra_tf.config import ConfigError
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.vocab import VocabError
 from electra_tf.models.saving import ModelDirError
 # The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
-from electra_tf.pretrain import run
+from electra_tf.pretrain import pretrain_job as run
 from electra_tf.training.distribution import StrategyError
 from electra_tf.training import shared_flags
 from electra_tf.training.shared_flags import define_shared_flags

@@ -18,7 +18,7 @@ from typing import List
 import tensorflow as tf
 
 from electra_tf.training.checkpoints import CheckpointError
-from electra_tf.pretrain.callbacks import StopOnNonFiniteLoss
+from electra_tf.pretrain.pretrain_callbacks import StopOnNonFiniteLoss
 from electra_tf.pretrain.data_setup import data_loss_message
 from electra_tf.pretrain.options import fail
 

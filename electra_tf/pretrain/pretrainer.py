@@ -18,8 +18,8 @@ from electra_tf.models import (
     build_generator_head,
 )
 from electra_tf.objectives.base import sum_over_replicas
-from electra_tf.objectives.registry import get_objective
-from electra_tf.pretrain import metrics as _metrics
+from electra_tf.objectives.objective_registry import get_objective
+from electra_tf.pretrain import pretrain_metrics as _metrics
 from electra_tf.pretrain.embedding_sharing import build_shared_embeddings, merged_discriminator
 
 _EVAL_SEED_OFFSET = 1 << 20
@@ -35,7 +35,7 @@ def _dense(grads, variables):
 class ElectraPretrainer(PrebuiltModel, MultiReplicaExecution, keras.Model):
     """Pre-training of the full-size encoder with the objective `config.objective`.
 
-    The objective (`electra_tf.objectives.registry`) says which networks exist
+    The objective (`electra_tf.objectives.objective_registry`) says which networks exist
     and computes the losses; this model builds the networks, runs the
     optimisation step (with gradient accumulation and any distribution
     strategy) and the metrics. ELECTRA's default: each step masks ~15% of the
@@ -55,7 +55,7 @@ class ElectraPretrainer(PrebuiltModel, MultiReplicaExecution, keras.Model):
 
     >>> from electra_tf.config import ElectraConfig
     >>> from electra_tf.data.vocab import SpecialTokenIds
-    >>> from electra_tf.pretrain.optimization import create_optimizer
+    >>> from electra_tf.pretrain.pretrain_optimizer import create_optimizer
     >>> cfg = ElectraConfig.from_json("configs/tiny.json")
     >>> model = ElectraPretrainer(cfg, SpecialTokenIds(0, 1, 2, 3, 4))
     >>> model.compile(optimizer=create_optimizer(cfg))

@@ -62,7 +62,7 @@ from typing import Dict, List, Optional
 
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data import manifest as mf
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 # reference_lib sits beside this script (Python puts the script's folder on sys.path).
 # The numpy rules are imported from here by tests/study/test_reference_check.py.

@@ -103,7 +103,7 @@ def test_from_pretrained_fit_predict_save_load(run_dir, reviews, tmp_path):
 
 def test_preprocessor_matches_fine_tuning_encoding(run_dir):
     from electra_tf import ElectraPreprocessor
-    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
     pre = ElectraPreprocessor.from_pretrained(str(run_dir), sequence_length=16)
     texts = ["the cat sat on the mat", "a big dog ran quickly to the old house by the river " * 2]

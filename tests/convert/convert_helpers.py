@@ -55,7 +55,7 @@ def encode(sentences, max_len=32):
     """Real sentences -> padded ids with our fine-tuning tokenizer (a temporary vocab file)."""
     import tempfile
 
-    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
     with tempfile.TemporaryDirectory() as d:
         tok = FinetuneTokenizer(write_vocab(os.path.join(d, "vocab.txt")))
@@ -211,7 +211,7 @@ def ours_discriminator_logits(model_dir, batch):
 
 
 def ours_generator_logits(model_dir, batch):
-    from electra_tf.pretrain.saving import load_pretrainer
+    from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 
     pretrainer = load_pretrainer(model_dir)
     encoder, head = pretrainer.generator, pretrainer.generator_head

@@ -9,7 +9,7 @@ import pytest
 
 import convert_helpers as h
 from electra_tf.convert.__main__ import main as convert_main
-from electra_tf.finetune.encoder_init import find_init_files
+from electra_tf.finetune.modeling.encoder_init import find_init_files
 from electra_tf.finetune.settings import FinetuneError
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError

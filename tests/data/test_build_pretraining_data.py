@@ -197,7 +197,7 @@ def test_rerun_repairs_missing_truncated_and_corrupted_shards(env, tmp_path, rep
     """The same command over a finished build with damaged shards rebuilds just those, in place."""
     import shutil
 
-    from electra_tf.data.errors import DataError
+    from electra_tf.data.data_errors import DataError
     from electra_tf.data.reader import pretraining_dataset
     from electra_tf.config import ElectraConfig
 

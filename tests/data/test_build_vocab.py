@@ -8,7 +8,7 @@ from data_helpers import corpus_file, corpus_slice
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data.build_vocab import _layout, build_vocab, hf_tokenizer, sample_corpus_lines
 from electra_tf.data.vocab import load_vocab, special_token_ids
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 
 SIZE = 500
 

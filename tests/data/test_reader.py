@@ -9,7 +9,7 @@ import tensorflow as tf
 from data_helpers import corpus_slice, read_examples, word_vocab, write_vocab
 from electra_tf.config import ElectraConfig
 from electra_tf.data.build_pretraining_data import build_pretraining_data
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.manifest import MANIFEST_NAME, shard_name
 from electra_tf.data.reader import find_corrupt_shards, pretraining_dataset
 

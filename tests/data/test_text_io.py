@@ -6,7 +6,7 @@ import pytest
 
 from electra_tf.data import corpus
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
-from electra_tf.data.errors import DataError
+from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files
 from electra_tf.data.vocab import VocabError
 from data_helpers import corpus_file, write_vocab

@@ -29,7 +29,7 @@ def _glue_sst2(directory):
 
 def test_cased_finetune_exports_a_cased_classifier(tmp_path):
     from electra_tf.export import build_module, load_classifier
-    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ","] + WORDS) + "\n")

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import export_helpers as h
 from electra_tf.export import build_module
-from electra_tf.finetune.classifier_dir import save_classifier
+from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.export.__main__ import main as export_main
 
 
@@ -33,7 +33,7 @@ def _numpy(outputs):
 
 
 def test_in_graph_encoding_matches_finetune_tokenization(model_dir, tmp_path):
-    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
     module = build_module(model_dir[0], "discriminator")
     texts = ["The cat sat on the mat.", "", "she walked quickly; the children read books!" * 5]
@@ -170,7 +170,7 @@ def test_scorer_refuses_what_is_not_a_list_of_strings(saved):
 
 @pytest.fixture(scope="module")
 def classifier_dir(model_dir, tmp_path_factory):
-    from electra_tf.finetune.models import ClassifierModel, build_and_call
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     encoder, _, config = load_discriminator(model_dir[0])
@@ -186,7 +186,7 @@ def classifier_dir(model_dir, tmp_path_factory):
 
 
 def test_pair_classifier_export(classifier_dir, tmp_path):
-    from electra_tf.finetune.tokenization import FinetuneTokenizer, encode_classification
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
     path, model = classifier_dir
     out = str(tmp_path / "sm")

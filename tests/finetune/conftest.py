@@ -37,5 +37,5 @@ def vocab_file(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tokenizer(vocab_file):
-    from electra_tf.finetune.tokenization import FinetuneTokenizer
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
     return FinetuneTokenizer(vocab_file)

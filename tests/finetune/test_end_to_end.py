@@ -98,7 +98,7 @@ def _squad_file(path, with_impossible):
 def test_squad2_and_tagging_quick_runs(tmp_path, vocab_file):
     from electra_tf.config import ElectraConfig
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.run import run_task
+    from electra_tf.finetune.finetune_job import run_task
 
     n = sum(1 for _ in open(vocab_file))
     cfg = ElectraConfig.from_json(os.path.join(ROOT, "configs", "tiny.json")).replace(vocab_size=n)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from electra_tf.finetune import glue_data
+from electra_tf.finetune.readers import glue_data
 
 ROWS = {
     # task: (file name, header, row) in the layout GLUE distributes

@@ -14,7 +14,7 @@ CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.js
 @pytest.fixture(scope="module")
 def tiny_model():
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.models import ClassifierModel, build_and_call
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     cfg = ElectraConfig.from_json(CONFIG)
@@ -24,7 +24,7 @@ def tiny_model():
 
 
 def test_every_variable_gets_the_formula_value(tiny_model):
-    from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers, variable_depths
+    from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers, variable_depths
 
     cfg, encoder, model = tiny_model
     n = cfg.num_hidden_layers
@@ -62,7 +62,7 @@ def test_every_variable_gets_the_formula_value(tiny_model):
 def test_unassigned_variable_is_an_error(tiny_model):
     import keras
 
-    from electra_tf.finetune.layerwise_lr import LayerwiseLRError, layerwise_lr_multipliers
+    from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError, layerwise_lr_multipliers
     from electra_tf.training.optimization import ElectraAdamW
 
     cfg, encoder, model = tiny_model
@@ -145,8 +145,8 @@ def test_fit_under_mirrored_strategy():
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from electra_tf.config import ElectraConfig
         from electra_tf.models import build_encoder
-        from electra_tf.finetune.models import ClassifierModel, build_and_call
-        from electra_tf.finetune.layerwise_lr import layerwise_lr_multipliers
+        from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+        from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
         from electra_tf.training.optimization import adamw
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
         cfg = ElectraConfig.from_json({CONFIG!r})

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from electra_tf.finetune import metrics
+from electra_tf.finetune.tasks import task_metrics as metrics
 
 
 def test_accuracy_and_f1():

@@ -82,7 +82,7 @@ def settings(reviews, out, **changes):
 
 # ------------------------------------------------------------------ reading files
 def test_csv_tsv_jsonl_and_gz_read_the_same_rows(tmp_path):
-    from electra_tf.finetune.own_data import Columns, read_examples
+    from electra_tf.finetune.readers.own_data import Columns, read_examples
 
     rows = [("a film, \"quoted\"", "pos"), ("bad", "neg"), ("ok\nsecond line", "pos")]
     paths = [write_csv(tmp_path / "x.csv", ["text", "label"], rows)]
@@ -103,8 +103,8 @@ def test_csv_tsv_jsonl_and_gz_read_the_same_rows(tmp_path):
 
 
 def test_label_set_strings_integers_and_decimals():
-    from electra_tf.finetune.own_data import Examples, LabelSet
-    from electra_tf.finetune.text_files import TextFileError
+    from electra_tf.finetune.readers.own_data import Examples, LabelSet
+    from electra_tf.finetune.readers.text_files import TextFileError
 
     strings = LabelSet.from_training_labels(["shipping", "billing", "other", "billing"], "t.csv")
     assert strings == LabelSet(False, ("billing", "other", "shipping"))
@@ -128,7 +128,7 @@ def test_label_set_strings_integers_and_decimals():
 
 
 def test_stratified_split_is_seeded_and_keeps_the_class_mix():
-    from electra_tf.finetune.own_data import stratified_split
+    from electra_tf.finetune.readers.own_data import stratified_split
 
     labels = np.asarray([0] * 80 + [1] * 20 + [2] * 3)
     train, dev = stratified_split(labels, 0.1, 0, regression=False)
@@ -140,7 +140,7 @@ def test_stratified_split_is_seeded_and_keeps_the_class_mix():
 
 
 def test_macro_f1_by_hand():
-    from electra_tf.finetune.metrics import macro_f1
+    from electra_tf.finetune.tasks.task_metrics import macro_f1
 
     # class 0: tp 1 fp 1 fn 1 -> 0.5; class 1: tp 1 fp 0 fn 1 -> 2/3; class 2: tp 1 fp 1 fn 0 -> 2/3
     assert macro_f1([0, 0, 1, 1, 2], [0, 2, 1, 0, 2], 3) == pytest.approx((0.5 + 2 / 3 + 2 / 3) / 3)
@@ -149,7 +149,7 @@ def test_macro_f1_by_hand():
 # ------------------------------------------------------------------ fine-tuning
 def cut_rows(vocab, texts, max_seq_length):
     """How many texts have more word pieces than fit in max_seq_length (with [CLS] and [SEP])."""
-    from electra_tf.finetune.tokenization import FinetuneTokenizer
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
 
     pieces = FinetuneTokenizer(vocab, do_lower_case=True).tokenize(list(texts))
     return sum(len(p) > max_seq_length - 2 for p in pieces)
@@ -415,7 +415,7 @@ def test_integer_ratings_are_classes_unless_label_type_says_regression(reviews, 
 
 def test_rows_stream_without_reading_the_whole_file(tmp_path):
     """predict's reader yields rows as it reads (a file of any size runs in bounded memory)."""
-    from electra_tf.finetune.text_files import TableReader
+    from electra_tf.finetune.readers.text_files import TableReader
     from electra_tf.predict.__main__ import _batches
 
     path = tmp_path / "big.csv.gz"

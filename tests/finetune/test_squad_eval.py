@@ -2,7 +2,7 @@
 
 import pytest
 
-from electra_tf.finetune import squad_eval as se
+from electra_tf.finetune.tasks import squad_eval as se
 
 
 def test_normalize_answer():

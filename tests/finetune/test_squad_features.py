@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from electra_tf.finetune import squad_data
+from electra_tf.finetune.readers import squad_data
 
 
 def test_windows_and_max_context():

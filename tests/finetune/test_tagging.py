@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from electra_tf.finetune import tagging_data
+from electra_tf.finetune.readers import tagging_data
 
 
 def test_spans_bio_and_bioes():

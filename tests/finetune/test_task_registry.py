@@ -4,15 +4,15 @@ an unknown name is one clear error line, raised before anything is written."""
 import keras
 import pytest
 
-from electra_tf.finetune import glue_data
-from electra_tf.finetune.base_task import FinetuneTask
-from electra_tf.finetune.glue_task import GlueFinetuneTask
-from electra_tf.finetune.own_data_task import OwnDataFinetuneTask
-from electra_tf.finetune.registry import ALL_TASKS, get_task
+from electra_tf.finetune.readers import glue_data
+from electra_tf.finetune.tasks.base_task import FinetuneTask
+from electra_tf.finetune.tasks.glue_task import GlueFinetuneTask
+from electra_tf.finetune.tasks.own_data_task import OwnDataFinetuneTask
+from electra_tf.finetune.tasks.task_registry import ALL_TASKS, get_task
 from electra_tf.finetune.settings import FinetuneError, Settings
-from electra_tf.finetune.run import run_task
-from electra_tf.finetune.squad_task import SquadFinetuneTask
-from electra_tf.finetune.tagging_task import TaggingFinetuneTask, conll_files
+from electra_tf.finetune.finetune_job import run_task
+from electra_tf.finetune.tasks.squad_task import SquadFinetuneTask
+from electra_tf.finetune.tasks.tagging_task import TaggingFinetuneTask, conll_files
 
 
 @pytest.mark.parametrize("name, family", [

@@ -7,7 +7,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models import saving
-from electra_tf.pretrain.saving import load_pretrainer  # the pre-trainer class is above models/
+from electra_tf.pretrain.pretrainer_loading import load_pretrainer  # the pre-trainer class is above models/
 from electra_tf.pretrain import ElectraPretrainer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
@@ -96,8 +96,8 @@ def test_mismatched_config_is_refused(saved, tmp_path):
 
 def test_finetune_init_gives_the_pretrained_discriminator(saved):
     """`finetune --init <model dir>` builds its own encoder and loads it: same outputs."""
-    from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights
-    from electra_tf.finetune.models import ClassifierModel, build_and_call
+    from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     model, model_dir, cfg = saved

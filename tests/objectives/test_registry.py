@@ -4,7 +4,7 @@ import pytest
 
 from electra_tf.config import GENERATOR_OBJECTIVES, OBJECTIVES
 from electra_tf.objectives.base import NETWORKS, Objective
-from electra_tf.objectives.registry import REGISTRY, get_objective
+from electra_tf.objectives.objective_registry import REGISTRY, get_objective
 
 
 def test_every_config_objective_has_a_class_and_consistent_networks():

@@ -51,8 +51,8 @@ def test_the_spy_sees_only_reads_outside_config_py(reads):
 def test_every_config_field_is_read_by_the_code(reads, job_data, tmp_path):
     from electra_tf import flops
     from electra_tf.data.vocab import special_token_ids
-    from electra_tf.finetune.registry import get_task
-    from electra_tf.finetune.run import resolve_init
+    from electra_tf.finetune.tasks.task_registry import get_task
+    from electra_tf.finetune.finetune_job import resolve_init
     from electra_tf.finetune.settings import Settings
     from electra_tf.pretrain import ElectraPretrainer, create_optimizer
     from electra_tf.pretrain.__main__ import parse_args

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from electra_tf.pretrain.__main__ import parse_args, run_cli
-from electra_tf.pretrain.run import run_pretraining
+from electra_tf.pretrain.pretrain_job import run_pretraining
 
 from job_helpers import subprocess_env
 

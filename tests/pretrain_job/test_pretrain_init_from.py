@@ -41,7 +41,7 @@ def _init_args(job_data, model_dir, init, *extra):
 
 def test_frozen_encoder_keeps_the_source_weights_while_fresh_parts_train(tmp_path, job_data, source_model, capsys):
     from electra_tf.models.saving import load_discriminator
-    from electra_tf.pretrain.saving import load_pretrainer
+    from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 
     out_dir = tmp_path / "adapted"
     # A generator half as wide as the source's: it cannot be reused and starts fresh.

@@ -14,7 +14,7 @@ from job_helpers import subprocess_env
 @pytest.mark.parametrize("override", ["objective=electric", "embedding_sharing=gdes"])
 def test_pretrain_cli_then_finetune(tmp_path, job_args, shared_data, override):
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.run import run_task
+    from electra_tf.finetune.finetune_job import run_task
     from electra_tf.models.saving import load_config
 
     model_dir = tmp_path / "run"

@@ -10,7 +10,7 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.pretrain.__main__ import parse_args, run_cli
 from electra_tf.pretrain.options import validate_options
-from electra_tf.pretrain.run import run_pretraining
+from electra_tf.pretrain.pretrain_job import run_pretraining
 
 
 def test_embedded_default_overrides_act(tmp_path):

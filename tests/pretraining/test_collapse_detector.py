@@ -1,6 +1,6 @@
 """The discriminator-collapse warning, on the metric sequences of real runs."""
 
-from electra_tf.pretrain.callbacks import DiscriminatorCollapseDetector
+from electra_tf.pretrain.pretrain_callbacks import DiscriminatorCollapseDetector
 
 
 def _logs(auc, precision, recall=None):
@@ -41,7 +41,7 @@ def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
     import tensorflow as tf
 
     from electra_tf.training.checkpoints import CheckpointManager
-    from electra_tf.pretrain.callbacks import PretrainingCallback
+    from electra_tf.pretrain.pretrain_callbacks import PretrainingCallback
 
     class Counting(keras.Model):
         # disc_auc is the mean of the optimizer step numbers 1, 2, 3, ... of the window.

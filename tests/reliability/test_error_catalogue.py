@@ -321,7 +321,7 @@ def _foreign_checkpoint(c, run, hidden):
     from electra_tf.config import ElectraConfig
     from electra_tf.data.vocab import special_token_ids
     from electra_tf.training.checkpoints import CheckpointManager
-    from electra_tf.pretrain.optimization import create_optimizer
+    from electra_tf.pretrain.pretrain_optimizer import create_optimizer
     from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
     cfg = ElectraConfig.from_json(c.job["config"]).replace(
@@ -656,7 +656,7 @@ def _(c):
 
 
 @entry("export-classifier-files-missing", E, "--kind classifier on a directory without classifier.json",
-       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.finetune.classifier_dir.save_classifier "
+       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.finetune.modeling.classifier_dir.save_classifier "
        "(config.json, vocab.txt, classifier.weights.h5, classifier.json)", 2)
 def _(c):
     return c.export(["--model_dir", c.model_dir(), "--output", c.tmp / "sm", "--kind", "classifier"],
@@ -753,7 +753,7 @@ def _(c):
     import tensorflow as tf
 
     from electra_tf.export.serving import CLASSIFIER, ServingModule
-    from electra_tf.finetune.models import ClassifierModel, build_and_call
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     encoder, _, config = load_discriminator(str(c.model_dir()))

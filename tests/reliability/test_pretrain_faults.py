@@ -90,7 +90,7 @@ def test_sigkill_twice_at_random_steps_then_resume_exactly(tmp_path, job_args, j
     from electra_tf.data.vocab import special_token_ids
     from electra_tf.models.saving import load_discriminator
     from electra_tf.training.checkpoints import CheckpointManager
-    from electra_tf.pretrain.optimization import create_optimizer
+    from electra_tf.pretrain.pretrain_optimizer import create_optimizer
     from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
     config = ElectraConfig.from_dict(json.loads((model_dir / "run.json").read_text())["settings"]["config"])
@@ -115,7 +115,7 @@ def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoi
     step 8 NaN: step 8 is also a save step, where the guard must keep the checkpoint from being written."""
     import tensorflow as tf
 
-    from electra_tf.pretrain import optimization
+    from electra_tf.pretrain import pretrain_optimizer as optimization
 
     real = optimization.WarmupPolynomialDecay.__call__
 

@@ -29,7 +29,7 @@ def code_carrying_model(tmp_path):
 
 def test_keras_file_with_a_lambda_layer_is_refused_by_the_finetune_loader(code_carrying_model, tmp_path):
     from electra_tf.finetune.settings import FinetuneError
-    from electra_tf.finetune.encoder_init import load_encoder_weights
+    from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
     from electra_tf.models import build_encoder
 
     path, marker, _ = code_carrying_model
@@ -101,9 +101,9 @@ def test_no_loader_can_unpickle_or_switch_safe_mode_off():
 def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
     import numpy as np
 
-    from electra_tf.finetune.classifier_dir import save_classifier
+    from electra_tf.finetune.modeling.classifier_dir import save_classifier
     from electra_tf.export.__main__ import main as export_main
-    from electra_tf.finetune.models import ClassifierModel, build_and_call
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     model_dir, _, _ = export_helpers.make_model_dir(tmp_path / "model")

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretrain.optimization import create_optimizer
+from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 

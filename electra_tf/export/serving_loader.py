@@ -18,8 +18,8 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
-from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
-from electra_tf.finetune.models import ClassifierModel, build_and_call
+from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
+from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir
@@ -59,7 +59,7 @@ def load_classifier(model_dir: str):
     for path in (meta_path, weights, os.path.join(model_dir, "config.json")):
         if not os.path.isfile(path):
             raise ExportError(f"{path} is missing; a classifier directory is written by "
-                              f"electra_tf.finetune.classifier_dir.save_classifier (config.json, vocab.txt, "
+                              f"electra_tf.finetune.modeling.classifier_dir.save_classifier (config.json, vocab.txt, "
                               f"{CLASSIFIER_WEIGHTS}, {CLASSIFIER_FILE})")
     with open(meta_path, encoding="utf-8") as f:
         meta = json.load(f)

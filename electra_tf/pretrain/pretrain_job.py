@@ -23,11 +23,11 @@ import tensorflow as tf
 
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.pretrain.callbacks import PretrainingCallback
+from electra_tf.pretrain.pretrain_callbacks import PretrainingCallback
 from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
 from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbose
 from electra_tf.pretrain.init_from import load_initial_weights
-from electra_tf.pretrain.optimization import create_optimizer
+from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
                                          PretrainError, PretrainOptions, RunPlan, fail, read_json,
                                          validate_options)

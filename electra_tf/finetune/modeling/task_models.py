@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from electra_tf.finetune.heads import (AnswerableHead, ClassificationHead, SpanHead,
+from electra_tf.finetune.modeling.task_heads import (AnswerableHead, ClassificationHead, SpanHead,
                                        TokenClassificationHead)
 from electra_tf.models.config_fields import ConfigFields
 

@@ -29,7 +29,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from electra_tf.finetune.text_files import TableReader, TextFileError
+from electra_tf.finetune.readers.text_files import TableReader, TextFileError
 
 DEFAULT_TEXT_COLUMNS = ("text", "sentence")  # tried in this order when --text_column is not given
 DEFAULT_LABEL_COLUMN = "label"

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.objectives.base import METRIC_NAMES
-from electra_tf.objectives.registry import get_objective
+from electra_tf.objectives.objective_registry import get_objective
 
 # (model attribute, metric name, factory), in the order `fit` reports them.
 # The attribute names are part of the saved pre-trainer's layout: keep them.

@@ -14,10 +14,11 @@ from typing import Dict, List, Sequence
 import keras
 
 from electra_tf.data.fs import write_json_atomic
-from electra_tf.finetune import squad_data, squad_eval
-from electra_tf.finetune.base_task import FinetuneTask, TaskData
+from electra_tf.finetune.readers import squad_data
+from electra_tf.finetune.tasks import squad_eval
+from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.models import SquadModel
+from electra_tf.finetune.modeling.task_models import SquadModel
 
 # --task name -> SQuAD 2.0 (questions may have no answer).
 SQUAD_VERSIONS = {"squad": False, "squad1": False, "squad2": True}

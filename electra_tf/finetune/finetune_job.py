@@ -36,13 +36,13 @@ import keras
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_json_atomic
-from electra_tf.finetune.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
-from electra_tf.finetune.models import build_and_call
-from electra_tf.finetune.registry import get_task
+from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
+from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
+from electra_tf.finetune.modeling.task_models import build_and_call
+from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
                                           check_numbers, check_reinit)
-from electra_tf.finetune.tokenization import FinetuneTokenizer
+from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
 from electra_tf.finetune.training_loop import (check_strategy, distribution_strategy, fit, make_dataset,
                                                make_optimizer, train_steps)
 from electra_tf.models import build_encoder

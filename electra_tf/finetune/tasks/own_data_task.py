@@ -33,15 +33,15 @@ import keras
 import numpy as np
 
 from electra_tf.data.fs import write_text_atomic
-from electra_tf.finetune.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.classifier_dir import save_classifier
-from electra_tf.finetune.metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,
+from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
+from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.finetune.tasks.task_metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,
                                          spearman)
-from electra_tf.finetune.models import ClassifierModel
-from electra_tf.finetune.own_data import Columns, Examples, LabelSet, read_examples, stratified_split
+from electra_tf.finetune.modeling.task_models import ClassifierModel
+from electra_tf.finetune.readers.own_data import Columns, Examples, LabelSet, read_examples, stratified_split
 from electra_tf.finetune.settings import FinetuneError, Settings
-from electra_tf.finetune.text_files import TextFileError
-from electra_tf.finetune.tokenization import encode_classification
+from electra_tf.finetune.readers.text_files import TextFileError
+from electra_tf.finetune.readers.tokenization import encode_classification
 
 TASK_NAME = "own_data"
 SPLIT_SEED = 0  # --validation_split draws the same rows for every --seeds value

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from electra_tf.finetune import glue_data
-from electra_tf.finetune.base_task import FinetuneTask
-from electra_tf.finetune.glue_task import GlueFinetuneTask
-from electra_tf.finetune.own_data_task import TASK_NAME as OWN_DATA, OwnDataFinetuneTask
+from electra_tf.finetune.readers import glue_data
+from electra_tf.finetune.tasks.base_task import FinetuneTask
+from electra_tf.finetune.tasks.glue_task import GlueFinetuneTask
+from electra_tf.finetune.tasks.own_data_task import TASK_NAME as OWN_DATA, OwnDataFinetuneTask
 from electra_tf.finetune.settings import FinetuneError
-from electra_tf.finetune.squad_task import SQUAD_VERSIONS, SquadFinetuneTask
-from electra_tf.finetune.tagging_task import TAGGING_NAMES, TaggingFinetuneTask
+from electra_tf.finetune.tasks.squad_task import SQUAD_VERSIONS, SquadFinetuneTask
+from electra_tf.finetune.tasks.tagging_task import TAGGING_NAMES, TaggingFinetuneTask
 
 
 def _build_tasks() -> Dict[str, FinetuneTask]:

@@ -5,7 +5,7 @@ directory, its `pretrained/` model, a converted model directory) and a
 fine-tuned `seed_<n>/` directory (or a directory `ElectraClassifier.save`
 wrote), and says what is in it; `load_encoder(path)` returns the pre-trained
 (or fine-tuned) encoder with its weights. The files are found by the same
-code as `finetune --init` (`electra_tf.finetune.encoder_init`).
+code as `finetune --init` (`electra_tf.finetune.modeling.encoder_init`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Optional, Tuple
 
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ElectraError
-from electra_tf.export.loading import load_classifier
-from electra_tf.finetune.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
-from electra_tf.finetune.encoder_init import find_init_files, load_encoder_weights
-from electra_tf.finetune.models import build_and_call
+from electra_tf.export.serving_loader import load_classifier
+from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
+from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
+from electra_tf.finetune.modeling.task_models import build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.paths import resolve_model_dir
 

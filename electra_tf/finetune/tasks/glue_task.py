@@ -13,13 +13,13 @@ from typing import Dict, List, Sequence, Tuple
 import keras
 import numpy as np
 
-from electra_tf.finetune import glue_data
-from electra_tf.finetune.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.classifier_dir import save_classifier
-from electra_tf.finetune.metrics import compute_metrics
+from electra_tf.finetune.readers import glue_data
+from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
+from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.finetune.tasks.task_metrics import compute_metrics
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.models import ClassifierModel
-from electra_tf.finetune.tokenization import encode_classification
+from electra_tf.finetune.modeling.task_models import ClassifierModel
+from electra_tf.finetune.readers.tokenization import encode_classification
 
 
 class GlueFinetuneTask(FinetuneTask):
