@@ -4,12 +4,13 @@ Layout:
   __main__.py       the command line: flags and main only
   pretrain_job.py   the job: `run_pretraining(PretrainOptions)`
   options.py        `PretrainOptions`, `PretrainError`, the checks -> `RunPlan`
-  data_setup.py, fit_driver.py, run_summary.py
-                    the job's data, its `model.fit` and its final model directory
+  data_setup.py, run_summary.py
+                    the job's data and its final model directory (it trains with
+                    the one loop, electra_tf.training.trainer)
   pretrainer.py     `ElectraPretrainer`: the Keras model with the custom train step
   pretrain_optimizer.py `create_optimizer`: AdamW and schedule from an `ElectraConfig`
-  pretrain_callbacks.py, pretrain_metrics.py, embedding_sharing.py, pretrainer_loading.py
-                    logging and checkpoints, metrics,
+  collapse_detector.py, pretrain_metrics.py, embedding_sharing.py, pretrainer_loading.py
+                    the job's check in the loop, metrics,
                     GDES embedding sharing, rebuilding a saved pre-trainer
 """
 

@@ -7,8 +7,10 @@ latest checkpoint; `model.fit`; the final model directory. The steps live in:
 
     options.py      PretrainOptions, PretrainError, the checks -> RunPlan (step 1)
     data_setup.py   the embedded default's data, shard checks, the datasets (step 5)
-    fit_driver.py   model.fit to --train_steps and its failures (step 6)
     run_summary.py  the final model directory and summary.json (step 7)
+
+Step 6 is the one training loop (`electra_tf.training.trainer.Trainer`), with
+the discriminator collapse detector as this job's check.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ import tensorflow as tf
 
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.pretrain.pretrain_callbacks import PretrainingCallback
-from electra_tf.pretrain.data_setup import check_shards, make_inputs, prepare_embedded_default
-from electra_tf.pretrain.fit_driver import epoch_steps, fit_to_step, keras_verbose
+from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
+from electra_tf.pretrain.data_setup import check_shards, data_loss_message, make_inputs, prepare_embedded_default
 from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
@@ -37,6 +38,7 @@ from electra_tf.training import distribution
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 from electra_tf.training.shared_flags import PRECISION_POLICIES
+from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy, settings_conflicts
 
 
 def _check_batch_split(batch_size: int, replicas: int, grad_accum_steps: int, strategy_text: str) -> int:
@@ -55,7 +57,8 @@ def _check_batch_split(batch_size: int, replicas: int, grad_accum_steps: int, st
 def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> None:
     if previous is None:
         return
-    changed = [k for k in RESUME_KEYS if previous.get("settings", {}).get(k) != settings[k]]
+    changed = settings_conflicts({k: previous.get("settings", {}).get(k) for k in RESUME_KEYS},
+                                 {k: settings[k] for k in RESUME_KEYS})
     if changed:
         fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
              f"{run_path}); re-run with the same flags to resume it, or pass a new --model_dir")
@@ -118,10 +121,9 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     # ---- 4. model, optimizer, restore -----------------------------------------
     policy = PRECISION_POLICIES[opts.mixed_precision]
-    keras.mixed_precision.set_global_policy(policy)
     # Same seed, same initial weights (and dropout streams) on every run and worker.
     keras.utils.set_random_seed(config.seed)
-    try:
+    with precision_policy(policy):
         with strategy.scope():
             model = ElectraPretrainer(config, special, grad_accum_steps=opts.grad_accum_steps)
             optimizer = create_optimizer(config, train_steps=train_steps, model=model)
@@ -176,30 +178,25 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             def evaluate():
                 return model.evaluate(inputs.eval, steps=inputs.eval_steps, verbose=0, return_dict=True)
 
-        # ---- 6. fit -------------------------------------------------------------
+        # ---- 6. fit: the one training loop --------------------------------------
         has_eval = bool(plan.eval_dir)
-        train_writer = eval_writer = None
-        if chief:
-            tb_dir = os.path.join(model_dir, TENSORBOARD_DIR)
-            train_writer = tf.summary.create_file_writer(os.path.join(tb_dir, "train"))
-            eval_writer = tf.summary.create_file_writer(os.path.join(tb_dir, "eval")) if has_eval else None
-        callback = PretrainingCallback(
-            checkpoints, train_steps, batch_size, save_every=plan.save_every,
-            eval_every=plan.eval_every if has_eval else plan.save_every, log_every=plan.log_every,
-            evaluate=evaluate, train_writer=train_writer, eval_writer=eval_writer, chief=chief,
-            print_fn=log)
-        steps_per_epoch = epoch_steps(plan.save_every, plan.eval_every, has_eval)
-        verbose = keras_verbose(opts.verbose)
+        trainer = Trainer(
+            checkpoints, train_steps=train_steps, global_batch_size=batch_size, save_every=plan.save_every,
+            log_every=plan.log_every, eval_every=plan.eval_every if has_eval else None, evaluate=evaluate,
+            tensorboard_dir=os.path.join(model_dir, TENSORBOARD_DIR), chief=chief, log=log,
+            checks=[DiscriminatorCollapseDetector()], verbose=keras_verbose(opts.verbose),
+            restart_hint="lower the learning rate (--learning_rate) or check the data, and start again "
+                         "in a new --output_dir",
+            describe_data_loss=lambda e, kept: data_loss_message(
+                e, [plan.data_dir] + ([plan.eval_dir] if has_eval else []), excluded, kept),
+            multi_worker=strategy_name == "multi_worker", worker=worker, fail=fail)
         log(f"[{worker}] pre-training {config.model_size} config ({model.count_params():,} parameters) "
             f"on {strategy_text}: steps {start_step}->{train_steps}, global batch {batch_size}"
             f"{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}, "
             f"precision {policy}, jit_compile={bool(opts.jit_compile)}, "
             f"steps_per_execution={plan.steps_per_execution}")
-        final_step, fit_seconds = fit_to_step(
-            model, optimizer, inputs.train, callback, train_steps=train_steps, start_step=start_step,
-            steps_per_epoch=steps_per_epoch, verbose=verbose, checkpoints=checkpoints,
-            multi_worker=strategy_name == "multi_worker", worker=worker,
-            data_dirs=[plan.data_dir] + ([plan.eval_dir] if has_eval else []), excluded=excluded)
+        final_step, fit_seconds = trainer.fit(model, inputs.train, start_step)
+        callback = trainer.callback
 
         # ---- 7. the model directory --------------------------------------------
         summary = build_summary(plan, final_step=final_step, start_step=start_step, checkpoints=checkpoints,
@@ -211,5 +208,3 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             summary["total_seconds"] = round(time.time() - started, 2)
             log(f"[{worker}] done at step {final_step}; the chief writes the model")
         return summary
-    finally:
-        keras.mixed_precision.set_global_policy("float32")

@@ -15,7 +15,7 @@ from electra_tf.data.fs import write_json_atomic
 from electra_tf.errors import error_line
 from electra_tf.models.saving import save_pretrained
 from electra_tf.paths import is_remote
-from electra_tf.pretrain.fit_driver import latest_text
+from electra_tf.training.trainer import latest_text
 from electra_tf.pretrain.options import FINAL_DIR, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR, RunPlan, fail
 
 

@@ -1,6 +1,6 @@
 """The discriminator-collapse warning, on the metric sequences of real runs."""
 
-from electra_tf.pretrain.pretrain_callbacks import DiscriminatorCollapseDetector
+from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
 
 
 def _logs(auc, precision, recall=None):
@@ -41,7 +41,7 @@ def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
     import tensorflow as tf
 
     from electra_tf.training.checkpoints import CheckpointManager
-    from electra_tf.pretrain.pretrain_callbacks import PretrainingCallback
+    from electra_tf.training.callbacks import TrainingCallback
 
     class Counting(keras.Model):
         # disc_auc is the mean of the optimizer step numbers 1, 2, 3, ... of the window.
@@ -62,9 +62,9 @@ def test_logged_train_metrics_are_windowed_over_log_every_steps(tmp_path):
     model = Counting()
     model.compile(optimizer=keras.optimizers.SGD(0.0))
     lines = []
-    callback = PretrainingCallback(CheckpointManager(str(tmp_path / "ckpt")), train_steps=12,
-                                   global_batch_size=1, save_every=12, eval_every=12,
-                                   log_every=4, print_fn=lines.append)
+    callback = TrainingCallback(CheckpointManager(str(tmp_path / "ckpt")), train_steps=12,
+                                 global_batch_size=1, save_every=12, eval_every=12,
+                                 log_every=4, print_fn=lines.append)
     data = tf.data.Dataset.from_tensors(np.zeros((1,), np.float32)).repeat()
     model.fit(data, steps_per_epoch=12, epochs=1, callbacks=[callback], verbose=0, shuffle=False)
     logged = [float(line.split("disc_auc=")[1].split()[0]) for line in lines
