@@ -282,7 +282,7 @@ class ElectraConfig:
         changes = {}
         for item in overrides or ():
             if "=" not in item:
-                raise ConfigError(f"override {item!r} must look like key=value, e.g. learning_rate=1e-4")
+                raise ConfigError(f"override {item!r} must look like key=value, e.g. mask_prob=0.25")
             key, raw = item.split("=", 1)
             try:
                 value = json.loads(raw)

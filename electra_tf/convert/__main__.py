@@ -2,22 +2,22 @@
 
 Import into our model directory (the layout of electra_tf/models/saving.py):
 
-    python -m electra_tf.convert --from google --input electra_small/ --output models/small \
+    python -m electra_tf.convert --from google --input electra_small/ --output_dir models/small \
         --num_attention_heads 4
     python -m electra_tf.convert --from hf --input electra-small-discriminator/ \
-        --generator_input electra-small-generator/ --output models/small
-    python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output models/small
-    python -m electra_tf.convert --from hf --input all-MiniLM-L6-v2/ --output models/minilm
+        --generator_input electra-small-generator/ --output_dir models/small
+    python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output_dir models/small
+    python -m electra_tf.convert --from hf --input all-MiniLM-L6-v2/ --output_dir models/minilm
         (a BERT-family encoder, model_type bert: it becomes the discriminator; its pooler and
-        any BERT pre-training heads are dropped; `pretrain --init_from` adds a fresh generator
+        any BERT pre-training heads are dropped; `pretrain --init` adds a fresh generator
         and discriminator head)
 
 Export one of our model directories:
 
-    python -m electra_tf.convert --from electra_tf --input models/small --to google --output ckpt/model.ckpt
+    python -m electra_tf.convert --from electra_tf --input models/small --to google --output_dir ckpt/model.ckpt
         (vocab.txt and electra_config.json, the facts the checkpoint cannot hold, go beside it)
-    python -m electra_tf.convert --from electra_tf --input models/small --to hf --output hf_out/
-    python -m electra_tf.convert --from electra_tf --input models/small --to keras_hub --output preset/
+    python -m electra_tf.convert --from electra_tf --input models/small --to hf --output_dir hf_out/
+    python -m electra_tf.convert --from electra_tf --input models/small --to keras_hub --output_dir preset/
 
 Names that map to no weight, weights the checkpoint lacks and shape
 disagreements fail with one message listing all of them. A checkpoint that has
@@ -32,7 +32,9 @@ import json
 import os
 import sys
 
-from electra_tf.cli import ArgumentParser, report_error
+from absl import flags
+
+from electra_tf.cli import parse_flags, report_error, require_flags, run_absl
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.convert import common, google, hf, keras_hub as kh
 from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, ConversionError
@@ -46,26 +48,45 @@ SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")
 
 
-def parse_args(argv=None):
-    p = ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--from", dest="source", required=True, choices=SOURCES)
-    p.add_argument("--to", dest="target", default="electra_tf", choices=TARGETS)
-    p.add_argument("--input", required=True, help="checkpoint prefix/dir, HF dir, preset dir, or model dir")
-    p.add_argument("--generator_input", help="hf: the ElectraForMaskedLM (generator) directory")
-    p.add_argument("--output", required=True)
-    p.add_argument("--vocab", help="vocab.txt (default: found beside the input)")
-    p.add_argument("--config", help="ElectraConfig JSON for the fields a checkpoint does not store "
-                                    "(dropout, max_seq_length, do_lower_case, ...)")
-    p.add_argument("--num_attention_heads", type=int,
-                   help="google: discriminator heads, for a checkpoint without electra_config.json beside it "
-                        "(google-research/electra's models use hidden_size // 64)")
-    p.add_argument("--hidden_act", choices=("gelu", "gelu_approximate"),
-                   help="keras_hub: GELU form of the imported model (default gelu, the form ELECTRA was "
-                        "trained with; gelu_approximate reproduces keras-hub's numbers)")
-    p.add_argument("--require_all", action="store_true",
-                   help="fail if the generator or the discriminator head is absent")
-    return p.parse_args(argv)
+RENAMED = {"output": "output_dir"}  # old spelling -> new (electra_tf/cli.py refuses the old one)
+
+
+def define_flags(fv=None) -> None:
+    """Defines this tool's absl flags on `fv` (default: absl's FLAGS)."""
+    fv = flags.FLAGS if fv is None else fv
+    flags.DEFINE_enum("from", None, list(SOURCES), "Format of --input (required).", flag_values=fv)
+    flags.DEFINE_enum("to", "electra_tf", list(TARGETS), "Format to write.", flag_values=fv)
+    flags.DEFINE_string("input", None, "Checkpoint prefix/dir, HF dir, preset dir, or model dir (required).",
+                        flag_values=fv)
+    flags.DEFINE_string("generator_input", None, "hf: the ElectraForMaskedLM (generator) directory.", flag_values=fv)
+    flags.DEFINE_string("output_dir", None, "Where to write (required): our model directory; --to google: a "
+                        "checkpoint prefix (dir/model.ckpt; vocab.txt and electra_config.json go beside it); "
+                        "--to hf / keras_hub: a directory.", flag_values=fv)
+    flags.DEFINE_string("vocab", None, "vocab.txt (default: found beside the input).", flag_values=fv)
+    flags.DEFINE_string("config", None, "ElectraConfig JSON for the fields a checkpoint does not store "
+                        "(dropout, max_seq_length, do_lower_case, ...).", flag_values=fv)
+    flags.DEFINE_integer("num_attention_heads", None, "google: discriminator heads, for a checkpoint without "
+                         "electra_config.json beside it (google-research/electra's models use hidden_size // 64).",
+                         flag_values=fv)
+    flags.DEFINE_enum("hidden_act", None, ["gelu", "gelu_approximate"], "keras_hub: GELU form of the imported "
+                      "model (default gelu, the form ELECTRA was trained with; gelu_approximate reproduces "
+                      "keras-hub's numbers).", flag_values=fv)
+    flags.DEFINE_bool("require_all", False, "Fail if the generator or the discriminator head is absent.",
+                      flag_values=fv)
+
+
+def _args(values) -> argparse.Namespace:
+    """The parsed flags as the attributes the steps below read (`--from` is a Python keyword)."""
+    require_flags(values, "from", "input", "output_dir")
+    names = ("input", "generator_input", "output_dir", "vocab", "config", "num_attention_heads", "hidden_act",
+             "require_all")
+    return argparse.Namespace(source=values["from"].value, target=values["to"].value,
+                              **{name: values[name].value for name in names})
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The flags of `argv` (without the program name), parsed as the command line parses them."""
+    return _args(parse_flags(define_flags, argv, prog="electra_tf.convert", renamed=RENAMED))
 
 
 def _fail(msg):
@@ -90,10 +111,10 @@ _DIRECTORIES = {"hf": "a Hugging Face ELECTRA or BERT model directory (config.js
 
 def _check_input_dirs(args) -> None:
     """--input (and --generator_input) of hf / keras_hub must be local directories."""
-    flags = [("--input", args.input)]
+    given = [("--input", args.input)]
     if args.generator_input:
-        flags.append(("--generator_input", args.generator_input))
-    for flag, path in flags:
+        given.append(("--generator_input", args.generator_input))
+    for flag, path in given:
         if os.path.isdir(path):
             continue
         what = "does not exist" if not os.path.exists(path) else "is not a directory"
@@ -131,14 +152,14 @@ def _import(args, base) -> int:
             raise ConversionError("a keras-hub ElectraBackbone has no discriminator head and no generator; "
                                   "drop --require_all to convert the encoder alone")
         source["hidden_act"] = pretrainer.config.hidden_act
-        common.write_model_dir(args.output, pretrainer, vocab, source, status)
-        _report(args.output, status)
+        common.write_model_dir(args.output_dir, pretrainer, vocab, source, status)
+        _report(args.output_dir, status)
         return 0
     if vocab is None:
         raise ConversionError(f"no vocab.txt beside {args.input}; pass --vocab")
     pretrainer, status = common.load_canonical(config, load_vocab(vocab), tensors, args.input, optional)
-    common.write_model_dir(args.output, pretrainer, vocab, source, status)
-    _report(args.output, status)
+    common.write_model_dir(args.output_dir, pretrainer, vocab, source, status)
+    _report(args.output_dir, status)
     return 0
 
 
@@ -157,8 +178,8 @@ def _export(args) -> int:
     vocab = os.path.join(args.input, saving.VOCAB_FILE)
     if args.target == "keras_hub":
         encoder, config = saving.load_encoder(args.input)
-        kh.export_preset(encoder, args.output, vocab if os.path.isfile(vocab) else None, config.do_lower_case)
-        print(json.dumps({"output": args.output, "format": "keras_hub"}))
+        kh.export_preset(encoder, args.output_dir, vocab if os.path.isfile(vocab) else None, config.do_lower_case)
+        print(json.dumps({"output": args.output_dir, "format": "keras_hub"}))
         return 0
     objective = saving.load_config(args.input).objective
     if objective not in ("electra", "electra_15", "two_stage", "adversarial"):
@@ -168,16 +189,17 @@ def _export(args) -> int:
     pretrainer = load_pretrainer(args.input)  # refuses a directory without vocab.txt
     if args.target == "google":
         # vocab.txt and electra_config.json go beside the checkpoint: the import reads them.
-        google.export_pretrainer(pretrainer, args.output, vocab_file=vocab)
+        google.export_pretrainer(pretrainer, args.output_dir, vocab_file=vocab)
     else:
-        hf.export(pretrainer, args.output, vocab if os.path.isfile(vocab) else None)
-    print(json.dumps({"output": args.output, "format": args.target}))
+        hf.export(pretrainer, args.output_dir, vocab if os.path.isfile(vocab) else None)
+    print(json.dumps({"output": args.output_dir, "format": args.target}))
     return 0
 
 
 def main(argv=None) -> int:
+    """`python -m electra_tf.convert` in-process: argv holds the flags only; returns the exit code."""
     return run(parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_absl(lambda values: run(_args(values)), define_flags, renamed=RENAMED)

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-from electra_tf.cli import exit_with_error, report_interrupted, run_absl
+from electra_tf.cli import exit_with_error, parse_flags, report_interrupted, run_absl
 from electra_tf.data import fs
 from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
@@ -288,6 +288,9 @@ def _build(todo: List[ShardTask], done: Dict[int, Dict[str, Any]], output_dir: s
 
 
 # --- command line ---------------------------------------------------------------------
+RENAMED = {"lower_case": "do_lower_case"}  # old spelling -> new (refused by electra_tf/cli.py)
+
+
 def define_flags(flag_values=None) -> None:
     """Defines this CLI's absl flags (kept out of import time: the library imports us)."""
     fv = flag_values or flags.FLAGS
@@ -297,9 +300,9 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.", flag_values=fv)
     flags.DEFINE_integer("num_shards", 16, "Number of output shards.", flag_values=fv)
     flags.DEFINE_integer("num_processes", 1, "Worker processes.", flag_values=fv)
-    flags.DEFINE_bool("lower_case", True, "Lower-case the text (--no_lower_case for cased).", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (--nodo_lower_case for cased).", flag_values=fv)
     flags.DEFINE_enum("strip_accents", "auto", ["auto", "true", "false"],
-                      "Strip accents; auto follows --lower_case.", flag_values=fv)
+                      "Strip accents; auto follows --do_lower_case.", flag_values=fv)
     flags.DEFINE_bool("blanks_separate_docs", True, "A blank line ends a document.", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Random seed.", flag_values=fv)
     flags.DEFINE_integer("max_line_bytes", None, "Cut longer lines (default max(64KiB, 200*seq)).",
@@ -316,9 +319,8 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_bool("progress", True, "Print a progress line with tokens/s.", flag_values=fv)
 
 
-def main(argv) -> None:
-    del argv
-    fv = flags.FLAGS
+def run(fv) -> int:
+    """The build, from the parsed flags `fv`; returns the exit code."""
     for name in ("vocab_file", "output_dir"):
         if not fv[name].value:
             exit_with_error(f"--{name} is required")
@@ -326,7 +328,7 @@ def main(argv) -> None:
     try:
         build_pretraining_data(
             fv.output_dir, fv.vocab_file, fv.corpus, max_seq_length=fv.max_seq_length,
-            num_shards=fv.num_shards, num_processes=fv.num_processes, lower_case=fv.lower_case,
+            num_shards=fv.num_shards, num_processes=fv.num_processes, lower_case=fv.do_lower_case,
             strip_accents=strip, blanks_separate_docs=fv.blanks_separate_docs, seed=fv.seed,
             max_line_bytes=fv.max_line_bytes, truncate_long_lines=fv.truncate_long_lines,
             tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
@@ -336,9 +338,14 @@ def main(argv) -> None:
     except (DataError, VocabError) as e:
         exit_with_error(str(e))
     except KeyboardInterrupt:
-        sys.exit(report_interrupted("completed shards are kept; re-run the same command to finish the rest"))
+        return report_interrupted("completed shards are kept; re-run the same command to finish the rest")
+    return 0
+
+
+def main(argv=None) -> int:
+    """`python -m electra_tf.data.build_pretraining_data` in-process: argv holds the flags only."""
+    return run(parse_flags(define_flags, argv, prog="electra_tf.data.build_pretraining_data", renamed=RENAMED))
 
 
 if __name__ == "__main__":
-    define_flags()
-    run_absl(main)
+    run_absl(run, define_flags, renamed=RENAMED)

@@ -1,7 +1,7 @@
 """Learn a WordPiece vocabulary from a (sample of a) text corpus.
 
     python -m electra_tf.data.build_vocab --corpus 'corpus/*.txt' \\
-        --vocab_size 30522 --output vocab.txt [--no_lower_case] [--sample_lines 1000000]
+        --vocab_size 30522 --output_file vocab.txt [--nodo_lower_case] [--sample_lines 1000000]
 
 Learns with Hugging Face `tokenizers`' WordPiece trainer (Rust). Text is
 normalised and split as the in-graph tokenizer (tensorflow-text
@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 from absl import flags
 
-from electra_tf.cli import exit_with_error, run_absl
+from electra_tf.cli import exit_with_error, parse_flags, run_absl
 from electra_tf.data import fs
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
@@ -143,11 +143,11 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
                         f"pass files with one sentence or paragraph per line")
     out_dir = os.path.dirname(os.path.abspath(output)) if "://" not in output else None
     if out_dir is not None and os.path.isdir(output):
-        raise DataError(f"cannot write --output {output!r}: it is a directory; pass the path of the file "
+        raise DataError(f"cannot write --output_file {output!r}: it is a directory; pass the path of the file "
                         f"to write, e.g. {os.path.join(output, 'vocab.txt')!r}")
     # Not created here: the directory must exist and take a new file (a probe, removed).
     if out_dir is not None and (not os.path.isdir(out_dir) or output_dir_problem(out_dir)):
-        raise DataError(f"cannot write --output {output!r}: {out_dir!r} is not a writable directory; "
+        raise DataError(f"cannot write --output_file {output!r}: {out_dir!r} is not a writable directory; "
                         f"create it or choose another path")
 
     stats = ReadStats()
@@ -222,8 +222,11 @@ def _write_lines(output: str, tokens: Sequence[str]) -> None:
         write()
     except errors as e:  # pylint: disable=catching-non-exception
         reason = str(getattr(e, "message", None) or e).strip().splitlines()[0]
-        raise DataError(f"cannot write --output {output!r} ({reason}); free disk space or choose "
+        raise DataError(f"cannot write --output_file {output!r} ({reason}); free disk space or choose "
                         f"another path") from None
+
+
+RENAMED = {"output": "output_file", "lower_case": "do_lower_case"}  # old spelling -> new (see electra_tf/cli.py)
 
 
 def define_flags(flag_values=None) -> None:
@@ -231,10 +234,10 @@ def define_flags(flag_values=None) -> None:
     fv = flag_values or flags.FLAGS
     flags.DEFINE_list("corpus", None, "Text files (plain or .gz), directories or globs.", flag_values=fv)
     flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size, special tokens included.", flag_values=fv)
-    flags.DEFINE_string("output", None, "Where to write vocab.txt.", flag_values=fv)
-    flags.DEFINE_bool("lower_case", True, "Lower-case the text (--no_lower_case for cased).", flag_values=fv)
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (--nodo_lower_case for cased).", flag_values=fv)
     flags.DEFINE_enum("strip_accents", "auto", ["auto", "true", "false"],
-                      "Strip accents; auto follows --lower_case.", flag_values=fv)
+                      "Strip accents; auto follows --do_lower_case.", flag_values=fv)
     flags.DEFINE_integer("sample_lines", 1_000_000, "Reservoir sample size (0: all lines).", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Sampling seed.", flag_values=fv)
     flags.DEFINE_enum("learner", "tokenizers", list(LEARNERS),
@@ -244,20 +247,24 @@ def define_flags(flag_values=None) -> None:
                          "(characters always do; 2 for corpora of under ~1M words).", flag_values=fv)
 
 
-def main(argv) -> None:
-    del argv
-    fv = flags.FLAGS
-    if not fv.output:
-        exit_with_error("--output is required (where to write vocab.txt)")
+def run(fv) -> int:
+    """Learns the vocabulary, from the parsed flags `fv`; returns the exit code."""
+    if not fv.output_file:
+        exit_with_error("--output_file is required (where to write vocab.txt)")
     strip = {"auto": None, "true": True, "false": False}[fv.strip_accents]
     try:
-        build_vocab(fv.corpus, fv.vocab_size, fv.output, lower_case=fv.lower_case,
+        build_vocab(fv.corpus, fv.vocab_size, fv.output_file, lower_case=fv.do_lower_case,
                     strip_accents=strip, sample_lines=fv.sample_lines, seed=fv.seed,
                     min_count=fv.min_count, learner=fv.learner)
     except (DataError, VocabError) as e:
         exit_with_error(str(e))
+    return 0
+
+
+def main(argv=None) -> int:
+    """`python -m electra_tf.data.build_vocab` in-process: argv holds the flags only."""
+    return run(parse_flags(define_flags, argv, prog="electra_tf.data.build_vocab", renamed=RENAMED))
 
 
 if __name__ == "__main__":
-    define_flags()
-    run_absl(main)
+    run_absl(run, define_flags, renamed=RENAMED)

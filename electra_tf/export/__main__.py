@@ -1,7 +1,7 @@
 """`python -m electra_tf.export`: a SavedModel for TF Serving from a model directory.
 
-    python -m electra_tf.export --model_dir models/small --output serving/electra/1 --kind discriminator
-    python -m electra_tf.export --model_dir runs/sst2/seed_1 --output serving/sst2/1 --kind classifier
+    python -m electra_tf.export --model_dir models/small --output_dir serving/electra/1 --kind discriminator
+    python -m electra_tf.export --model_dir runs/sst2/seed_1 --output_dir serving/sst2/1 --kind classifier
 
 Signatures:
   serving_default  raw UTF-8 strings: `text` (or `text_a`, `text_b` for a pair
@@ -13,56 +13,66 @@ Signatures:
   encoded          int32 input_ids, input_mask, segment_ids [batch, seq].
 
 The SavedModel needs only tensorflow + tensorflow_text to load. TF Serving
-expects a numbered version directory: pass --output <base>/<name>/1.
+expects a numbered version directory: pass --output_dir <base>/<name>/1.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 
-from electra_tf.cli import ArgumentParser, report_error
+from absl import flags
+
+from electra_tf.cli import parse_flags, report_error, require_flags, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.export import ExportError, build_module
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import output_dir_problem
 
-
-def parse_args(argv=None):
-    p = ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model_dir", required=True, help="our model directory, or a classifier directory")
-    p.add_argument("--output", required=True, help="SavedModel directory to write")
-    p.add_argument("--kind", default="discriminator", choices=("discriminator", "classifier"))
-    p.add_argument("--max_seq_length", type=int, help="default: the model's (config / classifier.json)")
-    p.add_argument("--allow_untrained_head", action="store_true",
-                   help="export a converted model whose discriminator head was absent from the checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    return p.parse_args(argv)
+RENAMED = {"output": "output_dir"}  # old spelling -> new (electra_tf/cli.py refuses the old one)
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    problem = output_dir_problem(args.output)
+def define_flags(fv=None) -> None:
+    """Defines this tool's absl flags on `fv` (default: absl's FLAGS)."""
+    fv = flags.FLAGS if fv is None else fv
+    flags.DEFINE_string("model_dir", None, "Our model directory, or a classifier directory (required).",
+                        flag_values=fv)
+    flags.DEFINE_string("output_dir", None, "SavedModel directory to write (required).", flag_values=fv)
+    flags.DEFINE_enum("kind", "discriminator", ["discriminator", "classifier"], "What to serve.", flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", None, "Default: the model's (config / classifier.json).",
+                         flag_values=fv)
+    flags.DEFINE_bool("allow_untrained_head", False, "Export a converted model whose discriminator head was "
+                      "absent from the checkpoint.", flag_values=fv)
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.", flag_values=fv)
+
+
+def run(values) -> int:
+    """The export, from the parsed flags; returns the exit code."""
+    require_flags(values, "model_dir", "output_dir")
+    output = values.output_dir
+    problem = output_dir_problem(output)
     if problem:
-        return report_error(f"cannot write to --output '{args.output}' ({problem}); choose a writable directory")
-    if os.path.exists(args.output) and os.listdir(args.output) and not args.overwrite:
-        return report_error(f"{args.output} exists and is not empty; pass --overwrite or a new version directory")
+        return report_error(f"cannot write to --output_dir '{output}' ({problem}); choose a writable directory")
+    if os.path.exists(output) and os.listdir(output) and not values.overwrite:
+        return report_error(f"{output} exists and is not empty; pass --overwrite or a new version directory")
     try:
-        module = build_module(args.model_dir, args.kind, args.max_seq_length, args.allow_untrained_head)
+        module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head)
     except (ExportError, ModelDirError, ConfigError, VocabError, ValueError) as e:
         return report_error(str(e))
-    if os.path.exists(args.output):
-        shutil.rmtree(args.output)
-    module.save(args.output)
-    print(json.dumps({"output": args.output, "kind": args.kind, "max_seq_length": module.max_seq_length,
+    if os.path.exists(output):
+        shutil.rmtree(output)
+    module.save(output)
+    print(json.dumps({"output": output, "kind": values.kind, "max_seq_length": module.max_seq_length,
                       "inputs": ["text_a", "text_b"] if module.pair else ["text"]}))
     return 0
 
 
+def main(argv=None) -> int:
+    """`python -m electra_tf.export` in-process: argv holds the flags only; returns the exit code."""
+    return run(parse_flags(define_flags, argv, prog="electra_tf.export", renamed=RENAMED))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run_absl(run, define_flags, renamed=RENAMED)

@@ -3,7 +3,7 @@
 Example (SST-2, three seeds, reference hyper-parameters for the model size):
 
   python -m electra_tf.finetune --task sst2 --init runs/pretrain_small \\
-      --data_dir ../shared/data/glue/SST-2 --output_dir runs/sst2 --seeds 1,2,3
+      --data_dir ../shared/data/glue/SST-2 --output_dir runs/sst2 --seed 1,2,3
 
 Writes <output_dir>/results.json (per-seed metrics and their median) and
 <output_dir>/seed_<n>/ (dev predictions, learning-rate multipliers), and
@@ -17,104 +17,117 @@ from __future__ import annotations
 
 from absl import flags
 
-from electra_tf.cli import report_error, report_interrupted, run_absl
+from electra_tf.cli import parse_flags, report_error, report_interrupted, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.finetune.readers import glue_data, squad_data, tagging_data
 from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError
 from electra_tf.finetune import own_data_flags
-from electra_tf.finetune.own_data_flags import own_data_settings, resolve_task
+from electra_tf.finetune.own_data_flags import define_own_data_flags, own_data_settings, resolve_task
 from electra_tf.finetune.finetune_job import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.training.distribution import StrategyError
 from electra_tf.training import shared_flags
 from electra_tf.training.shared_flags import define_shared_flags
 
-FLAGS = flags.FLAGS
-define_shared_flags(FLAGS)  # --strategy, --mixed_precision, --jit_compile, --save_every, ...
-flags.adopt_module_key_flags(shared_flags, flag_values=FLAGS)
-flags.adopt_module_key_flags(own_data_flags, flag_values=FLAGS)  # --train_file, ... in --help
-
-flags.DEFINE_string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
-                    "squad (1.1), squad2, or a tagging task (tagging, ner, chunk, pos); not needed with --train_file.")
-flags.DEFINE_string("init", None, "'random', a pre-training run directory (or converted checkpoint "
-                    "directory), a .weights.h5 file or a TF checkpoint prefix.")
-flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv), GLUE root, SQuAD "
-                    "directory (train-v1.1.json, dev-v1.1.json / -v2.0) or CoNLL directory "
-                    "(train.txt, dev.txt). GLUE only: leave empty to read tfds glue/<task>.")
-flags.DEFINE_string("output_dir", None, "Where results.json and per-seed outputs go.")
-flags.DEFINE_string("config", None, "Model config JSON (default: <init>/config.json).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (default: <init>/vocab.txt).")
-flags.DEFINE_list("seeds", ["1"], "Comma-separated seeds; the median over seeds is reported.")
-flags.DEFINE_float("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large).")
-flags.DEFINE_float("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off).")
-flags.DEFINE_bool("reference_lr_power", False, "Reproduce the reference's extra factor d on every "
-                  "encoder layer (google-research/electra issue #51).")
-flags.DEFINE_float("epochs", None, "Training epochs (default 3; 10 for RTE/STS-B; 2 for SQuAD).")
-flags.DEFINE_integer("batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("eval_batch_size", 64, "Evaluation batch size.")
-flags.DEFINE_integer("max_seq_length", None, "Sequence length (default 128 GLUE, 512 SQuAD, 256 tagging).")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps with linear lr warmup.")
-flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on biases/LayerNorm).")
-flags.DEFINE_float("clip_norm", 1.0, "Global gradient-norm clipping (0 = off).")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples (quick runs).")
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
-flags.DEFINE_integer("max_steps", None, "Stop training after N steps (quick runs).")
-flags.DEFINE_bool("two_layer_head", False, "Hugging Face two-layer classification head.")
-flags.DEFINE_enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector "
-                  "or the mean over the tokens (default: cls for the paper's sizes, mean for the CPU sizes "
-                  "tiny, cpu_demo and mini).")
-flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N Transformer blocks after "
-                     "loading --init (keeps the embeddings and lower blocks; helps small-data tasks).")
-flags.DEFINE_bool("double_unordered", True, "MRPC/STS-B: also train on swapped sentence pairs (reference).")
-flags.DEFINE_enum("tagging_scheme", "BIO", ["BIO", "BIOES"], "Span scheme for tagging tasks.")
-flags.DEFINE_integer("doc_stride", 128, "SQuAD: distance between document windows.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD: question pieces kept.")
-flags.DEFINE_integer("n_best_size", 20, "SQuAD: beam width and n-best answers kept.")
-flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in word pieces.")
-flags.DEFINE_string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).")
-flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); "
-                  "default: the model's config.json (as pre-trained), --[no]do_lower_case overrides it.")
+RENAMED = {"seeds": "seed", "max_steps": "train_steps"}  # old spelling -> new (refused by electra_tf/cli.py)
 
 
-def main(argv):
-    if len(argv) > 1:
-        return report_error(f"unexpected argument(s) {' '.join(argv[1:])}; every option is a --flag (see --help)")
-    try:
-        task = resolve_task(FLAGS.task, FLAGS)  # --train_file: the own-data task
-    except FinetuneError as e:
-        return report_error(str(e))
-    missing = [f"--{n}" for n in ("task", "init", "output_dir") if (task if n == "task" else getattr(FLAGS, n)) is None]
+def define_flags(fv=None) -> None:
+    """Defines this tool's absl flags on `fv` (default: absl's FLAGS)."""
+    fv = flags.FLAGS if fv is None else fv
+    define_shared_flags(fv)  # --strategy, --mixed_precision, --jit_compile, --save_every, ...
+    flags.adopt_module_key_flags(shared_flags, flag_values=fv)
+    define_own_data_flags(fv)  # --train_file, ...
+    flags.adopt_module_key_flags(own_data_flags, flag_values=fv)  # in --help
+    string, integer, real, boolean, enum = (flags.DEFINE_string, flags.DEFINE_integer, flags.DEFINE_float,
+                                            flags.DEFINE_bool, flags.DEFINE_enum)
+    string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad (1.1), squad2, or a tagging "
+           "task (tagging, ner, chunk, pos); not needed with --train_file.", flag_values=fv)
+    string("init", None, "'random', a pre-training run directory (or converted checkpoint directory), a "
+           ".weights.h5 file or a TF checkpoint prefix.", flag_values=fv)
+    string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv), GLUE root, SQuAD directory "
+           "(train-v1.1.json, dev-v1.1.json / -v2.0) or CoNLL directory (train.txt, dev.txt). GLUE only: leave "
+           "empty to read tfds glue/<task>.", flag_values=fv)
+    string("output_dir", None, "Where results.json and per-seed outputs go.", flag_values=fv)
+    string("config", None, "Model config JSON (default: <init>/config.json).", flag_values=fv)
+    string("vocab_file", None, "WordPiece vocabulary (default: <init>/vocab.txt).", flag_values=fv)
+    flags.DEFINE_list("seed", ["1"], "Comma-separated seeds, one model each; the median over the seeds is "
+                      "reported.", flag_values=fv)
+    real("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large).", flag_values=fv)
+    real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off).", flag_values=fv)
+    boolean("reference_lr_power", False, "Reproduce the reference's extra factor d on every encoder layer "
+            "(google-research/electra issue #51).", flag_values=fv)
+    real("epochs", None, "Training epochs (default 3; 10 for RTE/STS-B; 2 for SQuAD).", flag_values=fv)
+    integer("batch_size", 32, "Global training batch: examples per optimizer step over all replicas "
+            "(--strategy mirrored splits each batch across the devices).", flag_values=fv)
+    integer("eval_batch_size", 64, "Global evaluation batch size.", flag_values=fv)
+    integer("max_seq_length", None, "Sequence length (default 128 GLUE, 512 SQuAD, 256 tagging).", flag_values=fv)
+    real("warmup_proportion", 0.1, "Fraction of train steps with linear lr warmup.", flag_values=fv)
+    real("weight_decay", 0.01, "Decoupled weight decay (not on biases/LayerNorm).", flag_values=fv)
+    real("clip_norm", 1.0, "Global gradient-norm clipping (0 = off).", flag_values=fv)
+    integer("max_train_examples", None, "Use only the first N training examples (quick runs).", flag_values=fv)
+    integer("max_eval_examples", None, "Use only the first N dev examples.", flag_values=fv)
+    integer("train_steps", None, "At most this many optimizer steps (default: the steps of --epochs; quick "
+            "runs).", flag_values=fv)
+    boolean("two_layer_head", False, "Hugging Face two-layer classification head.", flag_values=fv)
+    enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector or the mean over the tokens "
+         "(default: cls for the paper's sizes, mean for the CPU sizes tiny, cpu_demo and mini).", flag_values=fv)
+    integer("reinit_top_layers", 0, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
+            "embeddings and lower blocks; helps small-data tasks).", flag_values=fv)
+    boolean("double_unordered", True, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
+            flag_values=fv)
+    enum("tagging_scheme", "BIO", ["BIO", "BIOES"], "Span scheme for tagging tasks.", flag_values=fv)
+    integer("doc_stride", 128, "SQuAD: distance between document windows.", flag_values=fv)
+    integer("max_query_length", 64, "SQuAD: question pieces kept.", flag_values=fv)
+    integer("n_best_size", 20, "SQuAD: beam width and n-best answers kept.", flag_values=fv)
+    integer("max_answer_length", 30, "SQuAD: longest answer in word pieces.", flag_values=fv)
+    string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).", flag_values=fv)
+    boolean("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); default: the model's "
+            "config.json (as pre-trained), --[no]do_lower_case overrides it.", flag_values=fv)
+
+
+def settings_from_flags(values) -> Settings:
+    """The `Settings` of the parsed flags (--seed -> seeds, --train_steps -> max_steps).
+
+    Raises:
+      FinetuneError: a missing required flag, bad seeds, or own-data flags
+        without --train_file.
+    """
+    task = resolve_task(values.task, values)  # --train_file: the own-data task
+    missing = [f"--{n}" for n in ("task", "init", "output_dir") if (task if n == "task" else values[n].value) is None]
     if missing:
-        return report_error(f"{', '.join(missing)} required (see --help)")
+        raise FinetuneError(f"{', '.join(missing)} required (see --help)")
     try:
-        seeds = [int(x) for x in FLAGS.seeds]
+        seeds = [int(x) for x in values.seed]
     except ValueError:
-        return report_error(f"--seeds {','.join(FLAGS.seeds)!r} must be comma-separated integers, e.g. 1,2,3")
+        raise FinetuneError(f"--seed {','.join(values.seed)!r} must be comma-separated integers, e.g. 1,2,3") from None
+    same = ("init", "data_dir", "output_dir", "vocab_file", "config", "learning_rate", "layerwise_lr_decay",
+            "reference_lr_power", "epochs", "batch_size", "eval_batch_size", "max_seq_length", "warmup_proportion",
+            "weight_decay", "clip_norm", "max_train_examples", "max_eval_examples", "two_layer_head", "pooling",
+            "reinit_top_layers", "double_unordered", "tagging_scheme", "doc_stride", "max_query_length",
+            "n_best_size", "max_answer_length", "strategy", "num_cpu_devices", "mixed_precision", "jit_compile",
+            "tfds_data_dir", "do_lower_case")
     settings = Settings(
-        task=task.lower(), init=FLAGS.init, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
-        vocab_file=FLAGS.vocab_file, config=FLAGS.config, seeds=seeds,
-        learning_rate=FLAGS.learning_rate, layerwise_lr_decay=FLAGS.layerwise_lr_decay,
-        reference_lr_power=FLAGS.reference_lr_power, epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, max_seq_length=FLAGS.max_seq_length,
-        warmup_proportion=FLAGS.warmup_proportion, weight_decay=FLAGS.weight_decay,
-        clip_norm=FLAGS.clip_norm, max_train_examples=FLAGS.max_train_examples,
-        max_eval_examples=FLAGS.max_eval_examples, max_steps=FLAGS.max_steps,
-        two_layer_head=FLAGS.two_layer_head, pooling=FLAGS.pooling,
-        reinit_top_layers=FLAGS.reinit_top_layers, double_unordered=FLAGS.double_unordered,
-        tagging_scheme=FLAGS.tagging_scheme, doc_stride=FLAGS.doc_stride,
-        max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
-        max_answer_length=FLAGS.max_answer_length, strategy=FLAGS.strategy,
-        num_cpu_devices=FLAGS.num_cpu_devices, mixed_precision=FLAGS.mixed_precision,
-        jit_compile=FLAGS.jit_compile, tfds_data_dir=FLAGS.tfds_data_dir, do_lower_case=FLAGS.do_lower_case,
+        task=task.lower(), seeds=seeds, max_steps=values.train_steps,
+        **{n: values[n].value for n in same},
         # Unset: Settings' defaults (named in the shared flags' help).
-        **{n: getattr(FLAGS, n) for n in ("save_every", "log_every") if getattr(FLAGS, n) is not None},
-        **own_data_settings(FLAGS))
+        **{n: values[n].value for n in ("save_every", "log_every") if values[n].value is not None},
+        **own_data_settings(values))
     # Task name aliases (sst-2, sts-b) are accepted for GLUE.
     try:
         settings.task = glue_data.get_spec(settings.task).name
     except glue_data.GlueDataError:
         pass
+    return settings
+
+
+def run(values) -> int:
+    """Fine-tuning, from the parsed flags; returns the exit code."""
+    try:
+        settings = settings_from_flags(values)
+    except FinetuneError as e:
+        return report_error(str(e))
     expected = (FinetuneError, glue_data.GlueDataError, squad_data.SquadDataError, tagging_data.TaggingDataError,
                 LayerwiseLRError, ConfigError, VocabError, StrategyError)
     try:
@@ -126,5 +139,10 @@ def main(argv):
     return 0
 
 
+def main(argv=None) -> int:
+    """`python -m electra_tf.finetune` in-process: argv holds the flags only; returns the exit code."""
+    return run(parse_flags(define_flags, argv, prog="electra_tf.finetune", renamed=RENAMED))
+
+
 if __name__ == "__main__":
-    run_absl(main)
+    run_absl(run, define_flags, renamed=RENAMED)

@@ -4,8 +4,9 @@
         --validation_file dev.csv --output_dir runs/reviews
 
 --train_file chooses the own-data task (own_data_task.py); --task is then
-not needed. Importing this module defines the flags; `own_data_settings`
-turns them into `Settings` fields and `resolve_task` picks the task name.
+not needed. `define_own_data_flags` defines the flags (importing this module
+defines nothing); `own_data_settings` turns them into `Settings` fields and
+`resolve_task` picks the task name.
 """
 
 from __future__ import annotations
@@ -17,21 +18,28 @@ from absl import flags
 from electra_tf.finetune.tasks.own_data_task import TASK_NAME
 from electra_tf.finetune.settings import FinetuneError
 
-flags.DEFINE_string("train_file", None, "Your labelled training data: a .csv, .tsv or .jsonl file (optionally "
-                    ".gz) with a text column and a label column; chooses the own-data task (no --task needed).")
-flags.DEFINE_string("validation_file", None, "Labelled validation data in the same layout (or --validation_split).")
-flags.DEFINE_string("test_file", None, "Optional data to predict after training (labels optional): "
-                    "<output_dir>/seed_<n>/test_predictions.csv.")
-flags.DEFINE_string("text_column", None, "Column of the text (default: 'text', else 'sentence').")
-flags.DEFINE_string("text_pair_column", None, "Column of a second text, for text-pair tasks (default: none).")
-flags.DEFINE_string("label_column", "label", "Column of the label: class names or integers (classification), "
-                    "or numbers with a decimal point (regression).")
-flags.DEFINE_enum("label_type", "auto", ["auto", "classification", "regression"], "What the labels are: auto "
-                  "(names and integers are classes; numbers written with a decimal point are a regression), "
-                  "classification (every distinct label is a class), or regression (one number per text, e.g. "
-                  "integer ratings 1-10).")
-flags.DEFINE_float("validation_split", None, "Without --validation_file: hold out this fraction of "
-                   "--train_file (stratified by label, the same rows for every seed), e.g. 0.1.")
+def define_own_data_flags(fv=None) -> None:
+    """Defines the own-data flags on `fv` (default: absl's FLAGS)."""
+    fv = flags.FLAGS if fv is None else fv
+    string = flags.DEFINE_string
+    string("train_file", None, "Your labelled training data: a .csv, .tsv or .jsonl file (optionally .gz) with a "
+           "text column and a label column; chooses the own-data task (no --task needed).", flag_values=fv)
+    string("validation_file", None, "Labelled validation data in the same layout (or --validation_split).",
+           flag_values=fv)
+    string("test_file", None, "Optional data to predict after training (labels optional): "
+           "<output_dir>/seed_<n>/test_predictions.csv.", flag_values=fv)
+    string("text_column", None, "Column of the text (default: 'text', else 'sentence').", flag_values=fv)
+    string("text_pair_column", None, "Column of a second text, for text-pair tasks (default: none).",
+           flag_values=fv)
+    string("label_column", "label", "Column of the label: class names or integers (classification), or numbers "
+           "with a decimal point (regression).", flag_values=fv)
+    flags.DEFINE_enum("label_type", "auto", ["auto", "classification", "regression"], "What the labels are: auto "
+                      "(names and integers are classes; numbers written with a decimal point are a regression), "
+                      "classification (every distinct label is a class), or regression (one number per text, e.g. "
+                      "integer ratings 1-10).", flag_values=fv)
+    flags.DEFINE_float("validation_split", None, "Without --validation_file: hold out this fraction of "
+                       "--train_file (stratified by label, the same rows for every seed), e.g. 0.1.", flag_values=fv)
+
 
 _FILE_FLAGS = ("validation_file", "test_file", "text_column", "text_pair_column", "validation_split")
 

@@ -33,12 +33,12 @@ class Settings:
     output_dir: str
     vocab_file: Optional[str] = None
     config: Optional[str] = None
-    seeds: Sequence[int] = (1,)
+    seeds: Sequence[int] = (1,)  # the flag --seed (a comma-separated list)
     learning_rate: Optional[float] = None
     layerwise_lr_decay: Optional[float] = None
     reference_lr_power: bool = False
     epochs: Optional[float] = None
-    batch_size: int = 32
+    batch_size: int = 32  # global: examples per optimizer step over all replicas
     eval_batch_size: int = 64
     max_seq_length: Optional[int] = None
     warmup_proportion: float = 0.1
@@ -46,7 +46,7 @@ class Settings:
     clip_norm: float = 1.0
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
-    max_steps: Optional[int] = None
+    max_steps: Optional[int] = None  # the flag --train_steps: at most this many optimizer steps
     two_layer_head: bool = False
     pooling: Optional[str] = None  # classifier input: the [CLS] vector or "mean" of the tokens (None: by size)
     reinit_top_layers: int = 0  # re-draw the top N Transformer blocks after loading --init
@@ -94,10 +94,11 @@ def check_numbers(s: Settings) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
             raise FinetuneError(f"--{name}={shown} must be a positive number")
-    for name in ("max_train_examples", "max_eval_examples", "max_steps"):
+    for name, flag in (("max_train_examples", "max_train_examples"), ("max_eval_examples", "max_eval_examples"),
+                       ("max_steps", "train_steps")):  # the field max_steps is the flag --train_steps
         value = getattr(s, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise FinetuneError(f"--{name}={value} must be a positive integer (leave it out to use them all)")
+            raise FinetuneError(f"--{flag}={value} must be a positive integer (leave it out to use them all)")
 
 
 def check_reinit(s: Settings, num_hidden_layers: int) -> None:

@@ -1,18 +1,18 @@
 """`python -m electra_tf.predict`: label names and probabilities for every row of a file.
 
-    python -m electra_tf.predict --model_dir runs/reviews/seed_1 --input new.csv --output predictions.jsonl
+    python -m electra_tf.predict --model_dir runs/reviews/seed_1 --input_file new.csv --output_file predictions.jsonl
 
 --model_dir is a fine-tuning seed directory or a classifier SavedModel
-(`python -m electra_tf.export --kind classifier`). --input is a .csv, .tsv or
+(`python -m electra_tf.export --kind classifier`). --input_file is a .csv, .tsv or
 .jsonl file (optionally .gz); its text column defaults to the one the model
 was fine-tuned on (`text`, else `sentence`, for the built-in tasks), and
---text_column overrides it. --output (.jsonl, .csv or .tsv) gets every input
+--text_column overrides it. --output_file (.jsonl, .csv or .tsv) gets every input
 row with `predicted_label` and the class probabilities (JSON Lines: a
 `probabilities` object; CSV/TSV: one `probability_<label>` column per class),
 or `predicted_score` for a regression, and `truncated` (the text was longer
 than the model's max_seq_length and was cut; stderr gives their share). Rows
 stream through in batches, so a file of any size runs in bounded memory; a
-progress bar goes to stderr. A row whose text is missing, null, empty or only
+progress bar goes to stderr (--noprogress: none). A row whose text is missing, null, empty or only
 whitespace is refused with its line, as fine-tuning refuses it.
 The output is written under a temporary name and renamed at the end: an error
 or Ctrl-C leaves no partial file. Bad inputs stop with one line, exit 2.
@@ -20,7 +20,6 @@ or Ctrl-C leaves no partial file. Bad inputs stop with one line, exit 2.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import csv
 import json
@@ -28,7 +27,9 @@ import os
 import sys
 from typing import Dict, Iterator, List, Tuple
 
-from electra_tf.cli import ArgumentParser, report_error, report_interrupted
+from absl import flags
+
+from electra_tf.cli import parse_flags, report_error, report_interrupted, require_flags, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.errors import ElectraError
@@ -37,35 +38,48 @@ from electra_tf.paths import output_dir_problem
 OUTPUT_FORMATS = (".jsonl", ".csv", ".tsv")
 
 
+RENAMED = {"output": "output_file", "input": "input_file"}  # old spelling -> new (refused by electra_tf/cli.py)
+
+
+def define_flags(fv=None) -> None:
+    """Defines this tool's absl flags on `fv` (default: absl's FLAGS)."""
+    fv = flags.FLAGS if fv is None else fv
+    flags.DEFINE_string("model_dir", None, "Fine-tuning seed_<n>/ directory or classifier SavedModel (required).",
+                        flag_values=fv)
+    flags.DEFINE_string("input_file", None, ".csv, .tsv or .jsonl file (optionally .gz) of texts (required).",
+                        flag_values=fv)
+    flags.DEFINE_string("output_file", None, "Predictions file to write: .jsonl, .csv or .tsv (required).",
+                        flag_values=fv)
+    flags.DEFINE_string("text_column", None, "Column of the text (default: the one the model was fine-tuned on).",
+                        flag_values=fv)
+    flags.DEFINE_string("text_pair_column", None, "Column of the second text (pair models; default: as "
+                        "fine-tuned).", flag_values=fv)
+    flags.DEFINE_integer("batch_size", 64, "Texts per model call.", flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", None, "Word pieces per text (seed directories; default: as "
+                         "fine-tuned).", flag_values=fv)
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.", flag_values=fv)
+    flags.DEFINE_bool("progress", True, "A progress bar on stderr (--noprogress: none).", flag_values=fv)
+
+
 def parse_args(argv=None):
-    p = ArgumentParser(prog="python -m electra_tf.predict", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model_dir", required=True, help="fine-tuning seed_<n>/ directory or classifier SavedModel")
-    p.add_argument("--input", required=True, help=".csv, .tsv or .jsonl file (optionally .gz) of texts")
-    p.add_argument("--output", required=True, help="predictions file to write: .jsonl, .csv or .tsv")
-    p.add_argument("--text_column", help="column of the text (default: the one the model was fine-tuned on)")
-    p.add_argument("--text_pair_column", help="column of the second text (pair models; default: as fine-tuned)")
-    p.add_argument("--batch_size", type=int, default=64, help="texts per model call")
-    p.add_argument("--max_seq_length", type=int, help="word pieces per text (seed directories; default: as fine-tuned)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    p.add_argument("--noprogress", action="store_true", help="no progress bar on stderr")
-    return p.parse_args(argv)
+    """The flags of `argv` (without the program name), parsed as the command line parses them."""
+    return parse_flags(define_flags, argv, prog="electra_tf.predict", renamed=RENAMED)
 
 
 def _check_output(args) -> None:
     from electra_tf.predict import PredictError
 
-    ext = os.path.splitext(args.output)[1].lower()
+    ext = os.path.splitext(args.output_file)[1].lower()
     if ext not in OUTPUT_FORMATS:
-        raise PredictError(f"--output {args.output}: unknown file type {ext or '(none)'!r}; name it .jsonl, .csv "
-                           f"or .tsv")
-    if os.path.isdir(args.output):
-        raise PredictError(f"--output {args.output} is a directory; pass the path of the file to write")
-    if os.path.exists(args.output) and not args.overwrite:
-        raise PredictError(f"--output {args.output} exists; pass --overwrite or another path")
-    problem = output_dir_problem(os.path.dirname(os.path.abspath(args.output)))
+        raise PredictError(f"--output_file {args.output_file}: unknown file type {ext or '(none)'!r}; name it "
+                           f".jsonl, .csv or .tsv")
+    if os.path.isdir(args.output_file):
+        raise PredictError(f"--output_file {args.output_file} is a directory; pass the path of the file to write")
+    if os.path.exists(args.output_file) and not args.overwrite:
+        raise PredictError(f"--output_file {args.output_file} exists; pass --overwrite or another path")
+    problem = output_dir_problem(os.path.dirname(os.path.abspath(args.output_file)))
     if problem:
-        raise PredictError(f"cannot write --output '{args.output}' ({problem}); choose a writable directory")
+        raise PredictError(f"cannot write --output_file '{args.output_file}' ({problem}); choose a writable directory")
     if args.batch_size < 1:
         raise PredictError(f"--batch_size={args.batch_size} must be a positive integer")
 
@@ -77,7 +91,7 @@ def _columns(args, predictor, reader) -> Tuple[str, str]:
     text = args.text_column or predictor.columns.get("text")
     text = resolve_text_column(reader, Columns(text=text)) if text is None or args.text_column else text
     if text not in reader.columns:
-        raise PredictError(f"--input {reader.path} has no column {text!r} (the model was fine-tuned on it); its "
+        raise PredictError(f"--input_file {reader.path} has no column {text!r} (the model was fine-tuned on it); its "
                            f"columns are: {', '.join(reader.columns)}; name the text column with --text_column")
     pair = None
     if predictor.pair:
@@ -85,7 +99,7 @@ def _columns(args, predictor, reader) -> Tuple[str, str]:
         if pair is None:
             raise PredictError("the model takes text pairs: name the second text's column with --text_pair_column")
         if pair not in reader.columns:
-            raise PredictError(f"--input {reader.path} has no column {pair!r} (the second text); its columns are: "
+            raise PredictError(f"--input_file {reader.path} has no column {pair!r} (the second text); its columns are: "
                                f"{', '.join(reader.columns)}; pass --text_pair_column")
     elif args.text_pair_column:
         raise PredictError(f"--text_pair_column {args.text_pair_column}: the model takes single texts; leave it out")
@@ -102,10 +116,10 @@ def _batches(reader, text: str, pair, size: int) -> Iterator[List[Tuple[int, Dic
                 continue
             from electra_tf.predict import PredictError
             if column not in row or row[column] is None:
-                raise PredictError(f"--input {reader.path}:{line}: no text in column {column!r}; fill it in "
+                raise PredictError(f"--input_file {reader.path}:{line}: no text in column {column!r}; fill it in "
                                    f"or delete the row")
             if not str(row[column]).strip():
-                raise PredictError(f"--input {reader.path}:{line}: blank text in column {column!r}; fill it in "
+                raise PredictError(f"--input_file {reader.path}:{line}: blank text in column {column!r}; fill it in "
                                    f"or delete the row")
         batch.append((line, row))
         if len(batch) == size:
@@ -149,7 +163,7 @@ class _Writer:
 
 
 def run(args) -> Dict:
-    """Predicts every row of --input into --output; returns a summary."""
+    """Predicts every row of --input_file into --output_file; returns a summary."""
     from tqdm import tqdm
 
     from electra_tf.finetune.readers.text_files import TableReader
@@ -157,16 +171,16 @@ def run(args) -> Dict:
 
     _check_output(args)
     predictor = Predictor(args.model_dir, args.batch_size, args.max_seq_length)
-    reader = TableReader(args.input, "--input")
+    reader = TableReader(args.input_file, "--input_file")
     text, pair = _columns(args, predictor, reader)
-    ext = os.path.splitext(args.output)[1].lower()
-    tmp = args.output + ".tmp"
+    ext = os.path.splitext(args.output_file)[1].lower()
+    tmp = args.output_file + ".tmp"
     counts: collections.Counter = collections.Counter()
     rows = truncated = 0
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f, \
                 tqdm(total=reader.progress()[1], unit="B", unit_scale=True, desc="predict", file=sys.stderr,
-                     disable=args.noprogress, mininterval=1.0) as bar:
+                     disable=not args.progress, mininterval=1.0) as bar:
             writer = _Writer(f, ext, predictor.labels, predictor.regression)
             for batch in _batches(reader, text, pair, args.batch_size):
                 texts = [str(r[text]) for _, r in batch]
@@ -179,13 +193,13 @@ def run(args) -> Dict:
                 bar.update(reader.progress()[0] - bar.n)
         if rows == 0:
             from electra_tf.predict import PredictError
-            raise PredictError(f"--input {args.input} holds a header but no rows; nothing to predict")
-        os.replace(tmp, args.output)
+            raise PredictError(f"--input_file {args.input_file} holds a header but no rows; nothing to predict")
+        os.replace(tmp, args.output_file)
     finally:
         reader.close()
         if os.path.exists(tmp):
             os.remove(tmp)
-    summary = {"output": args.output, "rows": rows}
+    summary = {"output": args.output_file, "rows": rows}
     if not predictor.regression:
         summary["predicted_labels"] = {k: counts[k] for k in predictor.labels if counts[k]} or dict(counts)
     summary["truncated"] = truncated
@@ -198,8 +212,9 @@ def run(args) -> Dict:
     return summary
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run_cli(args) -> int:
+    """The command line's job, from the parsed flags; returns the exit code."""
+    require_flags(args, "model_dir", "input_file", "output_file")
     try:
         summary = run(args)
     except (ElectraError, ConfigError, VocabError) as e:
@@ -210,5 +225,10 @@ def main(argv=None) -> int:
     return 0
 
 
+def main(argv=None) -> int:
+    """`python -m electra_tf.predict` in-process: argv holds the flags only; returns the exit code."""
+    return run_cli(parse_args(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run_absl(run_cli, define_flags, renamed=RENAMED)

@@ -56,7 +56,7 @@ class PretrainError(ElectraError, ValueError):
 class PretrainOptions:
     config: Optional[str] = None  # default: configs/tiny.json (embedded default) / required otherwise
     data_dir: Optional[str] = None  # None: the embedded default (sample corpus)
-    model_dir: Optional[str] = None
+    model_dir: Optional[str] = None  # the flag --output_dir: the run directory the job writes
     vocab_file: Optional[str] = None
     eval_data_dir: Optional[str] = None
     strategy: str = "auto"
@@ -66,7 +66,9 @@ class PretrainOptions:
     jit_compile: bool = False
     steps_per_execution: int = 1
     train_steps: Optional[int] = None
-    batch_size: Optional[int] = None
+    batch_size: Optional[int] = None  # global: examples per optimizer step over all replicas
+    learning_rate: Optional[float] = None  # sets the config's learning_rate (None: the config's)
+    warmup_proportion: Optional[float] = None  # num_warmup_steps = round(this * train_steps) (None: the config's)
     grad_accum_steps: int = 1
     eval_every: Optional[int] = None
     eval_steps: Optional[int] = None
@@ -82,8 +84,8 @@ class PretrainOptions:
     # Another run directory: a new run starts from its newest checkpoint (weights,
     # optimizer state, step) and goes on to train_steps, e.g. on other text.
     continue_from: Optional[str] = None
-    # A model directory (converted with `convert`, or the pretrained/ of an earlier run): a new run
-    # whose discriminator starts from its weights, with its shape and vocabulary; the parts it
+    # The flag --init. A model directory (converted with `convert`, or the pretrained/ of an earlier run):
+    # a new run whose discriminator starts from its weights, with its shape and vocabulary; the parts it
     # lacks (a converted BERT has no generator and no replaced-token head) start fresh.
     init_from: Optional[str] = None
 
@@ -106,7 +108,7 @@ class RunPlan:
     eval_dir: Optional[str]
     vocab_file: Optional[str]
     continue_from: Optional[str] = None  # the checkpoint --continue_from starts a new run from
-    init_from: Optional[str] = None  # the model directory --init_from starts a new run from
+    init_from: Optional[str] = None  # the model directory --init starts a new run from
 
 
 def fail(message: str):
@@ -206,16 +208,16 @@ def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> s
     if embedded:
         fail("--continue_from needs --data_dir (the text to go on pre-training on)")
     if os.path.normpath(run_dir) == os.path.normpath(model_dir):
-        fail(f"--continue_from is --model_dir ({run_dir}); to resume a run re-run it without "
-             f"--continue_from, to go on from it pass a new --model_dir")
+        fail(f"--continue_from is --output_dir ({run_dir}); to resume a run re-run it without "
+             f"--continue_from, to go on from it pass a new --output_dir")
     latest = CheckpointManager(os.path.join(run_dir, CHECKPOINT_DIR)).latest()
     if latest is None:
         fail(f"--continue_from {run_dir} holds no checkpoint ({run_dir}/{CHECKPOINT_DIR}/ckpt-*.weights.h5); "
-             f"pass the --model_dir of a pre-training run")
+             f"pass the --output_dir of a pre-training run")
     return latest[1]
 
 
-# The fields of a model directory's config that --init_from takes over: the discriminator's shape
+# The fields of a model directory's config that --init takes over: the discriminator's shape
 # and its tokenizer. Everything else (objective, generator width, optimisation, masking) is the job's.
 INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size",
@@ -224,29 +226,29 @@ INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_
 
 def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,
                      log: Callable[[str], None]):
-    """--init_from: (model directory, config with its shape, its vocab.txt); fails on a bad directory."""
+    """--init: (model directory, config with its shape, its vocab.txt); fails on a bad directory."""
     if embedded:
-        fail("--init_from needs --data_dir and --config (the text to go on pre-training on, and the job's "
+        fail("--init needs --data_dir and --config (the text to go on pre-training on, and the job's "
              "settings); build shards with that model's vocab.txt: build_pretraining_data --vocab_file "
              f"{os.path.join(opts.init_from, VOCAB_FILE)}")
     if opts.continue_from:
-        fail("--init_from and --continue_from both say where a new run starts; pass one of them")
-    init_dir = resolve_model_dir(opts.init_from, "--init_from", log)
+        fail("--init and --continue_from both say where a new run starts; pass one of them")
+    init_dir = resolve_model_dir(opts.init_from, "--init", log)
     for name in (CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE):
         if not os.path.isfile(os.path.join(init_dir, name)):
-            fail(f"--init_from {opts.init_from} has no {name}; pass a model directory written by "
+            fail(f"--init {opts.init_from} has no {name}; pass a model directory written by "
                  f"python -m electra_tf.convert or by pre-training (its pretrained/ folder)")
     if config.embedding_sharing == "gdes":
-        fail("--init_from starts the token table from the model directory's; embedding_sharing=gdes splits it "
+        fail("--init starts the token table from the model directory's; embedding_sharing=gdes splits it "
              "in two; use --override embedding_sharing=shared (or none)")
     source = ElectraConfig.from_json(os.path.join(init_dir, CONFIG_FILE))
     config = config.replace(**{k: getattr(source, k) for k in INIT_SHAPE_FIELDS})
     if config.max_seq_length > source.max_position_embeddings:
         fail(f"max_seq_length={config.max_seq_length} exceeds the {source.max_position_embeddings} positions of "
-             f"--init_from {opts.init_from}; use --override max_seq_length=<at most that>")
+             f"--init {opts.init_from}; use --override max_seq_length=<at most that>")
     vocab = os.path.join(init_dir, VOCAB_FILE)
     if opts.vocab_file and not is_remote(opts.vocab_file) and _sha256(opts.vocab_file) != _sha256(vocab):
-        fail(f"--vocab_file {opts.vocab_file} is not the vocabulary of --init_from {opts.init_from}; build the "
+        fail(f"--vocab_file {opts.vocab_file} is not the vocabulary of --init {opts.init_from}; build the "
              f"shards with {vocab} (build_pretraining_data --vocab_file) and pass it, or drop --vocab_file")
     return init_dir, config, vocab
 
@@ -254,10 +256,13 @@ def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: boo
 def _check_overrides(opts: PretrainOptions, config: ElectraConfig, embedded: bool) -> None:
     """An --override acts or is refused: never recorded in run.json and then overruled by a flag."""
     named = {item.split("=", 1)[0].strip() for item in opts.overrides}
-    for flag, field in (("train_steps", "num_train_steps"), ("batch_size", "train_batch_size"), ("seed", "seed")):
+    for flag, field in (("train_steps", "num_train_steps"), ("batch_size", "train_batch_size"), ("seed", "seed"),
+                        ("learning_rate", "learning_rate")):
         value = getattr(opts, flag)
         if field in named and value is not None and value != getattr(config, field):
             fail(f"--{flag}={value} and --override {field}={getattr(config, field)} disagree; pass one of them")
+    if opts.warmup_proportion is not None and "num_warmup_steps" in named:
+        fail("--warmup_proportion and --override num_warmup_steps both set the warm-up; pass one of them")
     if embedded and "vocab_size" in named:
         fail("--override vocab_size cannot act on the embedded default: its model takes the size of the "
              "vocabulary it learns from data/sample_corpus.txt; drop it, or pass --data_dir and --vocab_file")
@@ -273,6 +278,12 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     config = ElectraConfig.from_json(config_path)
     if opts.seed is not None:
         config = config.replace(seed=opts.seed)
+    if opts.learning_rate is not None:
+        lr = opts.learning_rate
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < float("inf"):
+            fail(f"--learning_rate={lr:g} must be a positive number" if isinstance(lr, (int, float))
+                 else f"--learning_rate={lr!r} must be a positive number")
+        config = config.replace(learning_rate=float(lr))
     config = config.with_overrides(opts.overrides)
     _check_overrides(opts, config, embedded)
     for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "log_every"):
@@ -299,6 +310,12 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     # train_batch_size= act; the flags win over both (a flag that disagrees with an override is refused).
     train_steps = opts.train_steps or config.num_train_steps
     batch_size = opts.batch_size or config.train_batch_size
+    if opts.warmup_proportion is not None:
+        p = opts.warmup_proportion
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            fail(f"--warmup_proportion={p:g} must be a fraction between 0 and 1" if isinstance(p, (int, float))
+                 else f"--warmup_proportion={p!r} must be a fraction between 0 and 1")
+        config = config.replace(num_warmup_steps=int(round(p * train_steps)))
     if opts.save_every == 0:  # only at the end
         save_every = train_steps
     else:
@@ -311,12 +328,12 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
                  f"checkpoints and the last step fall on execution boundaries, so make it one")
     model_dir = opts.model_dir or (DEFAULT_MODEL_DIR if embedded else None)
     if not model_dir:
-        fail("--model_dir is required with --data_dir (where checkpoints and the model go)")
+        fail("--output_dir is required with --data_dir (where checkpoints and the model go)")
     remote = is_remote(model_dir)
     if not remote:
         problem = output_dir_problem(model_dir)
         if problem:
-            fail(f"cannot write to --model_dir '{model_dir}' ({problem}); choose a writable directory")
+            fail(f"cannot write to --output_dir '{model_dir}' ({problem}); choose a writable directory")
 
     continue_from = None
     if opts.continue_from is not None:

@@ -11,9 +11,11 @@ between the two jobs, and why, is named here and nowhere else:
     in one process that writes every output, and refuses them in one line
     (`check_one_machine`). `--tpu` and `--collective_timeout_s`, which only
     those strategies read, are pre-training flags.
-  - Seeds: pre-training trains one model (`--seed`, default the config's seed);
-    fine-tuning trains one model per seed and reports their median
-    (`--seeds 1,2,3`).
+  - `--seed`: pre-training trains one model (`--seed 7`, default the config's
+    seed); fine-tuning trains one model per seed and reports their median
+    (`--seed 1,2,3`).
+  - `--batch_size` is the global batch in both: examples per optimizer step
+    over all replicas (a strategy splits it across them).
   - `--save_every` / `--log_every` left unset: 1000 / 100 steps; the embedded
     pre-training default (no --data_dir) uses 100 / 50, and pre-training logs
     at most once per checkpoint interval.
