@@ -32,12 +32,19 @@ from electra_tf.api.model_locator import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
-from electra_tf.finetune.tasks.base_task import FinetuneTask
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+from electra_tf.finetune.settings import Settings
+from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
+from electra_tf.finetune.training_setup import finetune_optimizer
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
+from electra_tf.training.callbacks import StopOnNonFiniteLoss
+from electra_tf.training.optimization import OptimizerSpec
+
+# Fine-tuning's optimizer defaults (`finetune`'s --warmup_proportion, --weight_decay, --clip_norm).
+_FINETUNE_DEFAULTS = Settings(task=OWN_DATA, init="random", data_dir=None, output_dir="")
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -81,8 +88,8 @@ class ElectraClassifier(keras.Model):
         if not regression and len(set(self.label_names)) < 2:
             raise ApiError(f"labels={self.label_names}: a classifier needs at least two distinct labels")
         cfg = self.electra_config
-        # The size's fine-tuning defaults, as `finetune` uses them (FinetuneTask.reference_hparams).
-        self._size_defaults = FinetuneTask.size_defaults(cfg.model_size)
+        # The size's defaults, as `finetune --task own_data` uses them (FinetuneTask.reference_hparams).
+        self._size_defaults = get_task(OWN_DATA).reference_hparams(cfg.model_size)
         pooling = pooling or self._size_defaults["pooling"]
         self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
         if sequence_length > cfg.max_position_embeddings:
@@ -146,18 +153,42 @@ class ElectraClassifier(keras.Model):
         return self.backbone(features, training=training)
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
-        """Keras `compile` with defaults: AdamW at `finetune`'s learning rate for the model size
-        (1e-4 for the paper's sizes, 1e-3 for tiny / cpu_demo / mini), cross-entropy on logits
-        (MSE for a regression), accuracy; no XLA (the tokenizer's ops do not compile)."""
-        if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(self._size_defaults["learning_rate"], weight_decay=0.01, epsilon=1e-6)
+        """Keras `compile` with defaults: cross-entropy on logits (MSE for a regression),
+        accuracy, no XLA (the tokenizer's ops do not compile), and with `optimizer="auto"`
+        the optimizer `finetune` uses, built by `fit` once it knows the number of steps:
+        AdamW at the model size's peak rate (1e-4 for the paper's sizes, 1e-3 for tiny /
+        cpu_demo / mini) with layer-wise decay, 10% linear warm-up then linear decay,
+        weight decay 0.01 and gradient clipping at 1.0."""
+        self._auto_optimizer = isinstance(optimizer, str) and optimizer == "auto"
+        if self._auto_optimizer:
+            # A stand-in until `fit` builds the schedule (predict and evaluate need no optimizer).
+            optimizer = keras.optimizers.AdamW(self._size_defaults["learning_rate"])
         if loss == "auto":
             loss = (keras.losses.MeanSquaredError() if self.regression
                     else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         if metrics == "auto":
             metrics = [] if self.regression else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         kwargs.setdefault("jit_compile", False)
+        self._compile_args = dict(loss=loss, metrics=metrics, **kwargs)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def finetune_optimizer(self, train_steps: int):
+        """The optimizer `finetune` would use for `train_steps` steps (see `compile`)."""
+        d = _FINETUNE_DEFAULTS
+        spec = OptimizerSpec.from_warmup_proportion(self._size_defaults["learning_rate"], train_steps,
+                                                    d.warmup_proportion, weight_decay=d.weight_decay,
+                                                    clip_norm=d.clip_norm)
+        return finetune_optimizer(self.backbone, self.encoder, spec, self._size_defaults["layerwise_lr_decay"])[0]
+
+    @staticmethod
+    def _steps_per_epoch(x, y, kwargs) -> Optional[int]:
+        if kwargs.get("steps_per_epoch"):
+            return int(kwargs["steps_per_epoch"])
+        if isinstance(x, tf.data.Dataset):
+            n = int(x.cardinality())
+            return n if n > 0 else None
+        n = len(y) if y is not None else (len(x) if hasattr(x, "__len__") else None)
+        return None if n is None else -(-n // int(kwargs.get("batch_size") or 32))
 
     def _label_ids(self, labels):
         """String labels -> class ids (in the graph); anything else passes through."""
@@ -171,7 +202,20 @@ class ElectraClassifier(keras.Model):
             return tf.identity(ids)
 
     def fit(self, x=None, y=None, **kwargs):
-        """Keras `fit`; `x` may be a `tf.data.Dataset` of (strings, labels), labels as ids or names."""
+        """Keras `fit`; `x` may be a `tf.data.Dataset` of (strings, labels), labels as ids or names.
+
+        With the default optimizer it trains as `finetune` does (see `compile`), the schedule
+        spanning `epochs` x the steps per epoch; a NaN or infinite loss stops training with an
+        `ApiError` naming the step.
+        """
+        if getattr(self, "_auto_optimizer", False):
+            steps = self._steps_per_epoch(x, y, kwargs)
+            if steps is None:
+                raise ApiError("fit() cannot tell how many steps an epoch has (a dataset of unknown length); "
+                               "pass steps_per_epoch=, or compile(optimizer=...) with your own")
+            total = steps * int(kwargs.get("epochs", 1)) - steps * int(kwargs.get("initial_epoch", 0))
+            super().compile(optimizer=self.finetune_optimizer(max(1, total)), **self._compile_args)
+            self._auto_optimizer = False  # a second fit() continues with this optimizer and its schedule
         if isinstance(x, tf.data.Dataset):
             x = x.map(lambda features, labels: (features, self._label_ids(labels)))
             kwargs.setdefault("shuffle", False)  # a dataset is shuffled by its own .shuffle()
@@ -179,7 +223,14 @@ class ElectraClassifier(keras.Model):
             y = np.asarray([self.label_names.index(label) for label in y], np.int32)
         if x is not None and not isinstance(x, (tf.data.Dataset, dict)) and isinstance(x, (list, tuple)):
             x = tf.constant(list(x), tf.string)
-        return super().fit(x, y, **kwargs)
+        nan_guard = StopOnNonFiniteLoss()
+        kwargs["callbacks"] = [nan_guard] + list(kwargs.get("callbacks") or [])
+        history = super().fit(x, y, **kwargs)
+        if nan_guard.bad_step is not None:
+            raise ApiError(f"the training loss became {nan_guard.bad_value} at step {nan_guard.bad_step}; "
+                           f"training stopped; lower the learning rate (compile(optimizer=...)) or check the "
+                           f"labels")
+        return history
 
     def predict(self, x, batch_size: int = 64, **kwargs) -> np.ndarray:
         """Class probabilities [n, classes] (scores [n] for a regression) of a list of strings

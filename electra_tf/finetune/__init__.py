@@ -12,5 +12,6 @@ Layout (by role):
                     export), `--task` name -> task (task_registry), metrics, SQuAD scoring
   modeling/         the Keras models (encoder + task head), --init loading, layer-wise
                     learning rates, the saved classifier that export serves
-  training_loop.py  strategy, datasets, optimizer, checkpointed `fit`
+  training_setup.py strategy, datasets, optimizer spec and step count for the one
+                    training loop (electra_tf.training.trainer)
 """

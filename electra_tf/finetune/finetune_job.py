@@ -3,8 +3,10 @@
 One call of `run_task` trains and evaluates one task for several seeds and
 writes `results.json` (per-seed metrics, their median and the settings).
 Everything that differs between tasks (data, head, loss, evaluation, export)
-is asked of the task's `FinetuneTask` object (`registry.get_task`); the
-training itself is `training_loop.py`'s.
+is asked of the task's `FinetuneTask` object (`task_registry.get_task`); the
+training itself is the one loop of every job (`electra_tf.training.trainer`):
+NaN stop, progress lines, TensorBoard (`seed_<n>/tensorboard/`), evaluation
+every --eval_every steps with the task's own metrics, checkpoints.
 
 Resume: each seed checkpoints every `save_every` steps to
 `<output_dir>/seed_<n>/checkpoints/` (model, optimizer step and slots, dropout
@@ -29,6 +31,7 @@ import logging
 import os
 import shutil
 import statistics
+import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -43,13 +46,14 @@ from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
                                           check_numbers, check_reinit)
 from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
-from electra_tf.finetune.training_loop import (check_strategy, distribution_strategy, fit, make_dataset,
-                                               make_optimizer, train_steps)
+from electra_tf.finetune.training_setup import (check_strategy, distribution_strategy, make_dataset,
+                                                make_optimizer, train_steps)
 from electra_tf.models import build_encoder
 from electra_tf.paths import output_dir_problem
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 from electra_tf.training.shared_flags import PRECISION_POLICIES
+from electra_tf.training.trainer import TENSORBOARD_DIR, Trainer, precision_policy, settings_conflicts
 
 log = logging.getLogger("electra_tf.finetune")
 
@@ -57,7 +61,7 @@ SETTINGS_FILE = "settings.json"  # in output_dir: what a re-run must match to re
 RESULT_FILE = "result.json"  # in seed_<n>/: written when the seed is done
 CHECKPOINT_DIR = "checkpoints"  # in seed_<n>/: removed when the seed is done
 # Settings that may differ between a run and its resumption.
-_RESUMABLE_CHANGES = ("seeds", "log_every")
+_RESUMABLE_CHANGES = ("seeds", "log_every", "eval_every")
 
 
 def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tokenizer,
@@ -102,15 +106,22 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
             start_step = resumed[0]
             print(f"resuming seed {seed} from {resumed[1]} at step {start_step} "
                   f"(learning rate {current_learning_rate(opt):.6g})", flush=True)
-    ds = make_dataset(data.train_x, data.train_y, s.batch_size, shuffle_seed=seed)
+    # One pass, reshuffled each time round; a resumed seed skips the batches it trained on,
+    # so it sees the batches an uninterrupted run would.
+    ds = make_dataset(data.train_x, data.train_y, s.batch_size, shuffle_seed=seed).repeat().skip(start_step)
+    trainer = Trainer(checkpoints, train_steps=total, global_batch_size=s.batch_size, save_every=s.save_every,
+                      log_every=max(1, s.log_every), eval_every=s.eval_every,
+                      evaluate=_periodic_evaluation(task, model, s, data) if s.eval_every else None,
+                      tensorboard_dir=os.path.join(seed_dir, TENSORBOARD_DIR), shown_metrics=("loss",),
+                      announce_last_checkpoint=False,
+                      restart_hint="lower --learning_rate or check the data, and start again in a new --output_dir",
+                      fail=_fail)
     t0 = time.time()
-    try:
-        losses = fit(model, ds, total, start_step, s, checkpoints)
-    except CheckpointError as e:
-        raise FinetuneError(str(e)) from None
+    trainer.fit(model, ds, start_step)
     train_time = time.time() - t0
+    final_loss = trainer.callback.last_train.get("loss")
     result = {"seed": seed, "train_steps": total, "train_examples": data.num_train,
-              "train_seconds": round(train_time, 1), "final_train_loss": losses[-1] if losses else None}
+              "train_seconds": round(train_time, 1), "final_train_loss": final_loss}
     result.update(task.evaluate(model, s, data, seed_dir))
     saved = task.save_for_export(seed_dir, model, cfg, tokenizer, s)
     write_json_atomic(os.path.join(seed_dir, "lr_multipliers.json"), mult, indent=1)
@@ -120,6 +131,23 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
     if start_step:
         result["resumed_from_step"] = start_step
     return result
+
+
+def _fail(message: str):
+    raise FinetuneError(message)
+
+
+def _periodic_evaluation(task: FinetuneTask, model, s: Settings, data: TaskData) -> Callable[[], Dict]:
+    """The task's own dev metrics, for evaluation during training (--eval_every): the files
+    its `evaluate` writes go to a scratch directory, and a test file's metrics are left out
+    (choosing a step on them would overfit the test set)."""
+
+    def evaluate() -> Dict:
+        with tempfile.TemporaryDirectory() as scratch:
+            metrics = task.evaluate(model, s, data, scratch)
+        return {k: v for k, v in metrics.items() if not k.startswith("test_") and isinstance(v, (int, float))}
+
+    return evaluate
 
 
 def _write_settings(path: str, fixed: Dict) -> None:
@@ -194,7 +222,7 @@ def _resumable_settings(s: Settings) -> Tuple[Dict, str]:
     if os.path.isfile(settings_path):
         with open(settings_path, encoding="utf-8") as f:
             before = json.load(f)
-        changed = sorted(k for k in set(before) | set(fixed) if before.get(k) != fixed.get(k))
+        changed = settings_conflicts(before, fixed)
         if changed:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
                                 f"({', '.join(changed)} differ from {settings_path}); re-run with the same "
@@ -225,7 +253,13 @@ def run_task(s: Settings) -> Dict:
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
     fixed, settings_path = _resumable_settings(s)
-    keras.mixed_precision.set_global_policy(PRECISION_POLICIES[s.mixed_precision])
+    with precision_policy(PRECISION_POLICIES[s.mixed_precision]):
+        return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path)
+
+
+def _run_seeds(s: Settings, task: FinetuneTask, weights, config_path, vocab_path, cfg, tokenizer, fixed,
+               settings_path) -> Dict:
+    """The second half of `run_task`: data once, then every seed, under the run's dtype policy."""
     data = task.prepare_data(s, tokenizer)
     for line in task.summary_lines(data, cfg.max_position_embeddings):
         print(line, flush=True)

@@ -64,6 +64,7 @@ class Settings:
     do_lower_case: Optional[bool] = None  # None: config.json's do_lower_case (see run.py's docstring)
     save_every: int = 1000  # checkpoint every N optimizer steps (0: only at the end of a seed)
     log_every: int = 100  # progress line every N steps
+    eval_every: Optional[int] = None  # the task's dev metrics every N steps during training (None: at the end only)
     # Own labelled files (own_data_task.py): CSV / TSV / JSON Lines, optionally .gz.
     train_file: Optional[str] = None
     validation_file: Optional[str] = None

@@ -1,23 +1,21 @@
-"""The task-independent half of fine-tuning: strategy, datasets, optimizer, `fit`.
+"""What fine-tuning gives the one training loop: strategy, datasets, optimizer, step count.
 
 Every task family trains the same way (the reference's AdamW with layer-wise
-learning rates, warmup and linear decay, checkpointed `model.fit`); what
-differs between tasks lives in their `FinetuneTask`.
+learning rates, warmup and linear decay, through `electra_tf.training.trainer`);
+what differs between tasks lives in their `FinetuneTask`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
-import keras
 import tensorflow as tf
 
 from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
 from electra_tf.finetune.settings import Settings
-from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.distribution import check_jit_compile, create_strategy, resolve_name, split_cpu
-from electra_tf.training.optimization import WarmupPolynomialDecay, adamw
+from electra_tf.training.optimization import OptimizerSpec, build_optimizer
 from electra_tf.training.shared_flags import check_one_machine
 
 
@@ -60,30 +58,38 @@ def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[i
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
-def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
-    """Fine-tuning's optimizer: the shared `ElectraAdamW` (training/optimization.py).
+def finetune_optimizer(model, encoder, spec: OptimizerSpec, layerwise_lr_decay: float,
+                       reference_lr_power: bool = False):
+    """Fine-tuning's optimizer: `spec`'s `ElectraAdamW` with layer-wise learning rates.
 
-    Layer-wise learning rates, the reference's warmup + linear decay (pre-training's
-    schedule with power 1), and
-    --clip_norm applied to the replica-summed gradient, as in pre-training (so
-    --strategy mirrored takes the same step as one device).
+    The schedule is pre-training's (warm-up + decay, power 1 here); --clip_norm acts on
+    the replica-summed gradient, so --strategy mirrored takes the same step as one device.
 
     Args:
       model: the built fine-tuning model.
       encoder: its encoder (layer depths are counted in it).
-      s: resolved settings (warmup, weight decay, clipping).
-      lr: peak learning rate.
-      decay: layer-wise learning-rate decay.
-      steps: total optimizer steps.
+      spec: the run's `OptimizerSpec`.
+      layerwise_lr_decay: the decay per layer (1.0: none).
+      reference_lr_power: the reference's extra factor on encoder variables.
 
     Returns:
       (optimizer, {variable path: lr multiplier}).
     """
-    mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
-    schedule = WarmupPolynomialDecay(lr, steps, int(round(s.warmup_proportion * steps)), power=1.0)
-    opt = adamw(schedule, weight_decay=s.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                clip_norm=s.clip_norm or None, lr_multipliers=mult)
-    return opt, mult
+    mult = layerwise_lr_multipliers(model, encoder, layerwise_lr_decay, reference_lr_power)
+    return build_optimizer(spec, lr_multipliers=mult), mult
+
+
+def optimizer_spec(s: Settings, lr: float, steps: int) -> OptimizerSpec:
+    """The `OptimizerSpec` of fine-tuning settings: peak `lr`, `steps` steps, --warmup_proportion,
+    --weight_decay and --clip_norm, linear decay."""
+    return OptimizerSpec.from_warmup_proportion(lr, steps, s.warmup_proportion, weight_decay=s.weight_decay,
+                                                clip_norm=s.clip_norm or None)
+
+
+def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
+    """`finetune_optimizer` for resolved settings `s` with peak rate `lr`, layer-wise decay
+    `decay` and `steps` optimizer steps; returns (optimizer, {variable path: lr multiplier})."""
+    return finetune_optimizer(model, encoder, optimizer_spec(s, lr, steps), decay, s.reference_lr_power)
 
 
 def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
@@ -94,70 +100,3 @@ def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
     if s.max_steps:
         total = min(total, s.max_steps)
     return total, steps_per_epoch
-
-
-class ProgressCallback(keras.callbacks.Callback):
-    """Progress lines every `log_every` steps; a checkpoint every `save_every` steps and
-    at the last one (announced only before the last); stops at exactly `total_steps`.
-
-    Args:
-      total_steps: the step training ends at.
-      save_every: checkpoint interval in steps (0: only the last step).
-      log_every: progress-line interval in steps.
-      checkpoints: a `CheckpointManager`.
-    """
-
-    def __init__(self, total_steps: int, save_every: int, log_every: int, checkpoints):
-        super().__init__()
-        self.total_steps = total_steps
-        self.save_every = save_every
-        self.log_every = log_every
-        self.checkpoints = checkpoints
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % self.log_every == 0 or step >= self.total_steps:
-            loss = float((logs or {}).get("loss", float("nan")))
-            print(f"step {step}/{self.total_steps} loss={loss:.4f} "
-                  f"lr={current_learning_rate(self.model.optimizer):.6g}", flush=True)
-        if step >= self.total_steps:
-            self.model.stop_training = True
-
-    def on_epoch_end(self, epoch, logs=None):
-        # Keras epochs are checkpoint intervals here (see `fit`).
-        step = int(self.model.optimizer.iterations.numpy())
-        if (self.save_every and step % self.save_every == 0) or step >= self.total_steps:
-            path = self.checkpoints.save(self.model, step)
-            # The last step's checkpoint only bridges a crash before the seed's outputs are written,
-            # and is removed with them: not announced (the run names the saved model instead).
-            if step < self.total_steps:
-                print(f"saved checkpoint {path}", flush=True)
-
-
-def fit(model, ds_train, total_steps: int, start_step: int, s: Settings, checkpoints) -> List[float]:
-    """Trains from `start_step` to exactly `total_steps` over the repeated dataset.
-
-    Keras epochs are checkpoint intervals; the data skips the `start_step`
-    batches already trained on, so a resumed run sees the batches an
-    uninterrupted one would.
-
-    Args:
-      model: the compiled model (restored to `start_step` when resuming).
-      ds_train: the shuffled, batched training dataset (one pass).
-      total_steps: the step training ends at.
-      start_step: the optimizer step it starts from.
-      s: settings (save_every, log_every).
-      checkpoints: a `CheckpointManager` for the seed.
-
-    Returns:
-      the loss logged at the end of each Keras epoch.
-    """
-    if start_step >= total_steps:
-        return []
-    chunk = s.save_every if s.save_every and s.save_every > 0 else total_steps
-    epochs = math.ceil((total_steps - start_step) / chunk)
-    callback = ProgressCallback(total_steps, s.save_every, max(1, s.log_every), checkpoints)
-    hist = model.fit(ds_train.repeat().skip(start_step), epochs=epochs, steps_per_epoch=chunk,
-                     verbose=0, callbacks=[callback],
-                     shuffle=False)  # the dataset is shuffled already
-    return [float(v) for v in hist.history.get("loss", [])]

@@ -1,4 +1,4 @@
-"""`pretrain --init_from`: a new run whose networks start from a model directory's weights.
+"""`pretrain --init`: a new run whose networks start from a model directory's weights.
 
 The discriminator's encoder (embeddings included) always comes from the directory: that is the
 point of continuing to pre-train a public or earlier encoder on your own text. The other parts
@@ -55,5 +55,5 @@ def load_initial_weights(model, init_dir: str, log: Callable[[str], None]) -> Di
     load_layer(model.discriminator, os.path.join(init_dir, DISCRIMINATOR_FILE))
     status["discriminator"] = "loaded"
     for part, state in sorted(status.items()):
-        log(f"--init_from: {part} {state}")
+        log(f"--init: {part} {state}")
     return status

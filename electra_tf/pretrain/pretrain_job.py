@@ -185,6 +185,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             log_every=plan.log_every, eval_every=plan.eval_every if has_eval else None, evaluate=evaluate,
             tensorboard_dir=os.path.join(model_dir, TENSORBOARD_DIR), chief=chief, log=log,
             checks=[DiscriminatorCollapseDetector()], verbose=keras_verbose(opts.verbose),
+            shown_eval_metrics=("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc"),
             restart_hint="lower the learning rate (--learning_rate) or check the data, and start again "
                          "in a new --output_dir",
             describe_data_loss=lambda e, kept: data_loss_message(

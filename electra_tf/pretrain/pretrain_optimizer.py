@@ -1,8 +1,9 @@
-"""The pre-training optimiser from an `ElectraConfig`: the shared AdamW
-(`electra_tf.training.optimization`) with the reference's warmup + polynomial decay.
+"""The pre-training optimiser from an `ElectraConfig`: the config's fields as the one
+`OptimizerSpec` (`electra_tf.training.optimization`), plus continued pre-training's
+encoder freeze and rate multiplier.
 """
 
-from electra_tf.training.optimization import WarmupPolynomialDecay, adamw
+from electra_tf.training.optimization import OptimizerSpec, build_optimizer
 
 
 def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
@@ -31,14 +32,12 @@ def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
         if config.encoder_lr_multiplier != 1.0:
             multipliers = {v.path: config.encoder_lr_multiplier if v.path in encoder else 1.0
                            for v in model.trainable_variables}
-    schedule = WarmupPolynomialDecay(
-        learning_rate if learning_rate is not None else config.learning_rate,
-        train_steps if train_steps is not None else config.num_train_steps,
-        config.num_warmup_steps,
-        config.lr_decay_power,
-    )
-    return adamw(schedule, weight_decay=config.weight_decay_rate, beta_1=config.adam_beta_1,
-                 beta_2=config.adam_beta_2, epsilon=config.adam_epsilon,
-                 clip_norm=config.clip_norm if config.clip_norm > 0 else None,
-                 lr_multipliers=multipliers, fused=config.fused_kernels, frozen_paths=frozen,
-                 frozen_steps=config.encoder_freeze_steps)
+    spec = OptimizerSpec(
+        learning_rate=learning_rate if learning_rate is not None else config.learning_rate,
+        train_steps=train_steps if train_steps is not None else config.num_train_steps,
+        warmup_steps=config.num_warmup_steps, decay_power=config.lr_decay_power,
+        weight_decay=config.weight_decay_rate, beta_1=config.adam_beta_1, beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon, clip_norm=config.clip_norm if config.clip_norm > 0 else None,
+        fused=config.fused_kernels)
+    return build_optimizer(spec, lr_multipliers=multipliers, frozen_paths=frozen,
+                           frozen_steps=config.encoder_freeze_steps)

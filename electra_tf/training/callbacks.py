@@ -83,6 +83,7 @@ class TrainingCallback(keras.callbacks.Callback):
       checks: objects with `update(step, logs) -> Optional[str]`, called at every
         progress line with the window's metrics; a returned line is printed.
       shown_metrics: the metrics a progress line shows (when logged).
+      shown_eval_metrics: the metrics an evaluation line shows (None: all).
       announce_last_checkpoint: print the path of the last step's checkpoint
         (fine-tuning removes it with the finished seed, so it does not say it).
     """
@@ -93,6 +94,7 @@ class TrainingCallback(keras.callbacks.Callback):
                  train_writer=None, eval_writer=None, chief: bool = True,
                  print_fn: Callable[[str], None] = print, checks: Sequence = (),
                  shown_metrics: Sequence[str] = DEFAULT_SHOWN_METRICS,
+                 shown_eval_metrics: Optional[Sequence[str]] = None,
                  announce_last_checkpoint: bool = True):
         super().__init__()
         self.checkpoints = checkpoints
@@ -108,6 +110,7 @@ class TrainingCallback(keras.callbacks.Callback):
         self.print = print_fn
         self.checks = list(checks)
         self.shown_metrics = tuple(shown_metrics)
+        self.shown_eval_metrics = None if shown_eval_metrics is None else tuple(shown_eval_metrics)
         self.announce_last_checkpoint = announce_last_checkpoint
         self.last_eval: dict = {}
         self.last_train: dict = {}
@@ -188,7 +191,7 @@ class TrainingCallback(keras.callbacks.Callback):
             for name, value in self.last_eval.items():
                 logs[f"val_{name}"] = value
             shown = " ".join(f"{k}={v:.4f}" for k, v in self.last_eval.items()
-                             if k in self.shown_metrics or k == "mlm_accuracy")
+                             if self.shown_eval_metrics is None or k in self.shown_eval_metrics)
             self.print(f"eval at step {step}: {shown} ({time.time() - started:.1f}s)")
         if self.checkpoints is not None and (step // self.save_every > self._save_block or last):
             self._save_block = step // self.save_every

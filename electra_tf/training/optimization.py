@@ -14,10 +14,17 @@
 
 `adamw` builds it with the reference's weight-decay rule: LayerNorm
 scales/offsets and every bias (names gamma, beta, bias) are not decayed.
+
+`OptimizerSpec` is the one description of a run's optimizer (peak rate,
+warm-up, decay, weight decay, Adam constants, clipping); `build_optimizer`
+turns it, with per-variable multipliers and frozen variables where a job
+has them, into the `ElectraAdamW` and its schedule. Pre-training
+(`create_optimizer`), fine-tuning and `ElectraClassifier.fit` all use it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional
 
 import keras
@@ -36,7 +43,6 @@ class LayerwiseLRError(ElectraError, ValueError):
     """A model whose variables cannot all be given a learning rate."""
 
 
-@keras.saving.register_keras_serializable(package="electra_tf")
 @keras.saving.register_keras_serializable(package="electra_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """lr(step) = peak * (1 - step/train_steps)^power * min(1, step/warmup_steps).
@@ -256,3 +262,55 @@ def adamw(learning_rate, weight_decay: float, beta_1: float, beta_2: float, epsi
                              frozen_steps=frozen_steps)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAME_PATTERNS))
     return optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSpec:
+    """One run's optimizer: AdamW on the warm-up + polynomial-decay schedule.
+
+    Defaults are the reference's (fine-tuning and pre-training alike: weight
+    decay 0.01, Adam 0.9 / 0.999 / 1e-6, global-norm clip 1.0, linear decay).
+
+    Args:
+      learning_rate: the peak rate.
+      train_steps: steps after which the rate reaches 0.
+      warmup_steps: linear warm-up length.
+      decay_power: 1.0 is linear decay.
+      weight_decay: decoupled weight decay (not on biases and LayerNorm).
+      beta_1, beta_2, epsilon: Adam's constants.
+      clip_norm: global-norm clip of the replica-summed gradient (None or 0: off).
+      fused: one XLA-fused update per variable (False: Keras' AdamW ops).
+    """
+    learning_rate: float
+    train_steps: int
+    warmup_steps: int = 0
+    decay_power: float = 1.0
+    weight_decay: float = 0.01
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    clip_norm: Optional[float] = 1.0
+    fused: bool = True
+
+    @classmethod
+    def from_warmup_proportion(cls, learning_rate: float, train_steps: int, warmup_proportion: float,
+                               **kwargs) -> "OptimizerSpec":
+        """The spec with `warmup_proportion` of `train_steps` warming up (fine-tuning's way to say it)."""
+        return cls(learning_rate, train_steps, int(round(warmup_proportion * train_steps)), **kwargs)
+
+    def schedule(self) -> WarmupPolynomialDecay:
+        return WarmupPolynomialDecay(self.learning_rate, self.train_steps, self.warmup_steps, self.decay_power)
+
+
+def build_optimizer(spec: OptimizerSpec, lr_multipliers: Optional[Dict[str, float]] = None,
+                    frozen_paths=None, frozen_steps: int = 0) -> ElectraAdamW:
+    """The `ElectraAdamW` of `spec`.
+
+    Args:
+      spec: the run's `OptimizerSpec`.
+      lr_multipliers: per-variable learning-rate factors (`variable.path` -> factor), or None.
+      frozen_paths, frozen_steps: variables held as they are for the first steps.
+    """
+    return adamw(spec.schedule(), weight_decay=spec.weight_decay, beta_1=spec.beta_1, beta_2=spec.beta_2,
+                 epsilon=spec.epsilon, clip_norm=spec.clip_norm or None, lr_multipliers=lr_multipliers,
+                 fused=spec.fused, frozen_paths=frozen_paths, frozen_steps=frozen_steps)

@@ -114,6 +114,7 @@ class Trainer:
       log: where the lines go.
       checks: job-specific checks (see `TrainingCallback`).
       shown_metrics: the metrics a progress line shows.
+      shown_eval_metrics: the metrics an evaluation line shows (None: all).
       announce_last_checkpoint: print the last step's checkpoint path.
       verbose: `model.fit`'s verbose.
       restart_hint: how to go on after a NaN loss (the job's flags), ends the error line.
@@ -128,7 +129,8 @@ class Trainer:
                  log_every: int = 100, eval_every: Optional[int] = None,
                  evaluate: Optional[Callable[[], dict]] = None, tensorboard_dir: Optional[str] = None,
                  chief: bool = True, log: Callable[[str], None] = None, checks: Sequence = (),
-                 shown_metrics: Sequence[str] = DEFAULT_SHOWN_METRICS, announce_last_checkpoint: bool = True,
+                 shown_metrics: Sequence[str] = DEFAULT_SHOWN_METRICS,
+                 shown_eval_metrics: Optional[Sequence[str]] = None, announce_last_checkpoint: bool = True,
                  verbose: int = 0,
                  restart_hint: str = "lower the learning rate or check the data, and start again",
                  describe_data_loss: Optional[Callable[[BaseException, str], str]] = None,
@@ -153,7 +155,8 @@ class Trainer:
             checkpoints, self.train_steps, global_batch_size, save_every=self.save_every,
             eval_every=self.eval_every or self.save_every, log_every=log_every, evaluate=evaluate,
             train_writer=train_writer, eval_writer=eval_writer, chief=chief, print_fn=self.log,
-            checks=checks, shown_metrics=shown_metrics, announce_last_checkpoint=announce_last_checkpoint)
+            checks=checks, shown_metrics=shown_metrics, shown_eval_metrics=shown_eval_metrics,
+            announce_last_checkpoint=announce_last_checkpoint)
         self.steps_per_epoch = epoch_steps(self.save_every, self.eval_every)
 
     def fit(self, model, train_data, start_step: int = 0) -> Tuple[int, float]:

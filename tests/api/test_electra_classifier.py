@@ -224,3 +224,37 @@ def test_pair_classifier_predicts_pairs_as_served(run_dir, tmp_path):
     with pytest.raises(TypeError, match=r"^predict\(\) takes a list of strings as pairs; wrap a single text "
                                         r"in a list$"):
         predictor.predict(first, "a dog ran")
+
+
+def test_fit_uses_finetunes_optimizer_spec_and_stops_on_nan(run_dir, reviews):
+    """`fit` with the default optimizer builds what `finetune` builds for the same steps: the
+    ElectraAdamW with fine-tuning's layer-wise multipliers, 10% warm-up and linear decay to 0,
+    weight decay 0.01 and clipping 1.0; a NaN loss stops it with one line."""
+    import tensorflow as tf
+
+    from electra_tf import ElectraClassifier
+    from electra_tf.api.classifier import ApiError
+    from electra_tf.finetune.settings import Settings
+    from electra_tf.finetune.training_setup import make_optimizer
+    from electra_tf.training.optimization import ElectraAdamW
+
+    texts, labels = reviews
+    clf = ElectraClassifier.from_pretrained(str(run_dir), labels=["negative", "positive"], sequence_length=24)
+    data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(16)  # 6 batches
+    clf.fit(data, epochs=2, verbose=0)
+    opt = clf.optimizer
+    assert isinstance(opt, ElectraAdamW) and int(opt.iterations.numpy()) == 12
+    s = Settings(task="own_data", init="random", data_dir=None, output_dir="")
+    lr, decay = clf._size_defaults["learning_rate"], clf._size_defaults["layerwise_lr_decay"]
+    want, mult = make_optimizer(clf.backbone, clf.encoder, s, lr, decay, 12)
+    assert opt.lr_multipliers == dict(mult) and len(mult) == len(clf.trainable_variables)
+    assert (opt.clip_norm, opt.weight_decay) == (want.clip_norm, want.weight_decay) == (1.0, 0.01)
+    schedule, want_schedule = opt._learning_rate, want._learning_rate  # the schedules (Keras keeps them there)
+    assert schedule.get_config() == want_schedule.get_config()
+    assert (schedule.train_steps, schedule.warmup_steps, schedule.peak_learning_rate) == (12, 1, lr)
+    assert float(schedule(12)) == 0.0  # decayed to 0 at the last step
+
+    nan_texts = tf.data.Dataset.from_tensor_slices((texts[:32], [float("nan")] * 32)).batch(16)
+    reg = ElectraClassifier.from_pretrained(str(run_dir), regression=True, sequence_length=24)
+    with pytest.raises(ApiError, match=r"^the training loss became nan at step 1; training stopped"):
+        reg.fit(nan_texts, epochs=1, verbose=0)

@@ -121,7 +121,7 @@ def test_finetune_schedule_is_the_pretraining_schedule_with_linear_decay(tiny_mo
     # One schedule for both jobs, as the reference's create_optimizer: the linear
     # decay is multiplied by the warmup factor over warmup_proportion of the steps.
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.training_loop import make_optimizer
+    from electra_tf.finetune.training_setup import make_optimizer
     from electra_tf.training.optimization import WarmupPolynomialDecay
 
     _, encoder, model = tiny_model

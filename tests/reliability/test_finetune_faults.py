@@ -36,13 +36,14 @@ def model_files(tmp_path_factory):
 def _args(model_files, output_dir):
     return ["--task", "sst2", "--init", "random", "--config", model_files / "config.json",
             "--vocab_file", model_files / "vocab.txt", "--data_dir", SST2_DIR, "--output_dir", output_dir,
-            "--seeds", "1", "--max_train_examples", "320", "--max_eval_examples", "100",
+            "--seed", "1", "--max_train_examples", "320", "--max_eval_examples", "100",
             "--max_seq_length", "48", "--epochs", "1", "--batch_size", "8", "--learning_rate", "1e-3",
             "--save_every", str(SAVE_EVERY), "--log_every", "1"]
 
 
 def _step_lines(out):
-    return {int(l.split()[1].split("/")[0]): l for l in out.lines if l.startswith("step ")}
+    """step -> its progress line without the throughput (the step, loss and learning rate)."""
+    return {int(l.split()[1].split("/")[0]): l.split(" examples/s=")[0] for l in out.lines if l.startswith("step ")}
 
 
 def _h5_arrays(path):

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.training_loop import make_dataset
+from electra_tf.finetune.training_setup import make_dataset
 
 
 @dataclasses.dataclass
