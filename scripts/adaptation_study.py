@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from scripts.study_lib.cells import add_cell, load_cells
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
 CORPUS = [SHARED / "corpus" / "imdb.unsup.txt.gz", SHARED / "corpus" / "imdb.train.txt.gz"]
@@ -80,22 +82,6 @@ def run(cmd: List[str], log_file: Path) -> float:
     if rc != 0:
         raise SystemExit(f"adaptation_study: command failed (exit {rc}), see {log_file}: {' '.join(cmd)}")
     return time.time() - started
-
-
-def load_cells(work: Path) -> Dict[str, dict]:
-    path = work / "cells.jsonl"
-    cells = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                cell = json.loads(line)
-                cells[cell["key"]] = cell
-    return cells
-
-
-def add_cell(work: Path, cell: dict) -> None:
-    with open(work / "cells.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(cell, sort_keys=True) + "\n")
 
 
 # --- data -----------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import dataclasses
 import gzip
 import json
 import os
@@ -33,7 +32,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
+
+from scripts.study_lib import domain_report as report
+from scripts.study_lib import domain_ladder as ladder
+from scripts.study_lib.cells import add_cell, load_cells
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -42,89 +45,6 @@ SEEDS = "1,2,3"
 EVAL_ROWS = 2000
 VOCAB_SIZE = 8000
 LOCK = threading.Lock()  # cells.jsonl and the report, when fine-tuning runs in parallel
-
-
-@dataclasses.dataclass(frozen=True)
-class Rung:
-    """One pre-training run: a size (config file), a sequence length, steps and overrides."""
-
-    name: str
-    config: str  # configs/<config>.json
-    seq: int
-    steps: int
-    overrides: tuple = ()
-    warmup: Optional[int] = None  # default: 10% of the steps
-    continue_from: Optional[str] = None  # a finished rung this one trains on from (to `steps` in all)
-    long_tasks: bool = False  # also fine-tune on IMDB at 256 tokens (where whole reviews start to fit)
-
-    @property
-    def size(self) -> str:
-        return self.config
-
-
-# The ladder, in the order it runs. Equal-FLOPs comparisons share a budget (see FLOPs in results.md).
-RUNGS = [
-    Rung("cpu_demo_electra_5k", "cpu_demo", 128, 5000),
-    # Equal FLOPs to cpu_demo_electra_5k (electra_tf.flops): an MLM step costs 1/1.70 of an
-    # ELECTRA step at this size.
-    Rung("cpu_demo_mlm_eq5k", "cpu_demo", 128, 8490, ("objective=mlm",)),
-    Rung("cpu_demo_electra_15k", "cpu_demo", 128, 15000, continue_from="cpu_demo_electra_5k"),
-    Rung("cpu_demo_electra_t1_5k", "cpu_demo", 128, 5000, ("temperature=1.0",)),
-    Rung("mini_electra_3k", "mini", 128, 3000, ("temperature=2.0",), long_tasks=True),
-    Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
-    # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
-    Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
-    # Pre-training at 64 tokens, equal FLOPs to cpu_demo_electra_5k (a step costs 1/2.09 of a 128-token one).
-    Rung("cpu_demo_electra_seq64_eq5k", "cpu_demo", 64, 10457),
-    # DeBERTa-v3's gradient-disentangled embedding sharing: the token table learns from the
-    # generator's MLM alone, the discriminator adds its own delta (one V x E merge a step: the
-    # same FLOPs to 4 digits as cpu_demo_electra_5k).
-    Rung("cpu_demo_electra_gdes_5k", "cpu_demo", 128, 5000, ("embedding_sharing=gdes",)),
-    # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10):
-    # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
-    # collapsed on this text).
-    Rung("small_electra_gpu_20k", "small", 128, 20000, ("temperature=2.0",), long_tasks=True),
-]
-
-# Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
-RECIPES = {
-    "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1, layerwise_lr_decay=1.0),
-    # The paper's fine-tuning of ELECTRA-Small (lr 3e-4, layer-wise decay 0.8, [CLS]), 10 epochs
-    # as for its small GLUE sets.
-    "paper": dict(learning_rate=3e-4, epochs=10, pooling="cls", warmup_proportion=0.1, layerwise_lr_decay=0.8),
-}
-# The fine-tuning levers, each one change to r1 (chosen on the scored dev rows: run them with
-# --recipes and --tasks on one rung, pre-trained and random alike).
-_R1 = RECIPES["r1"]
-RECIPES.update({
-    "r1_epochs20": dict(_R1, epochs=20),
-    "r1_lr3e-3": dict(_R1, learning_rate=3e-3),
-    "r1_warmup0": dict(_R1, warmup_proportion=0.0),
-    "r1_warmup30": dict(_R1, warmup_proportion=0.3),
-    "r1_cls": dict(_R1, pooling="cls"),
-    # The head at lr 1e-3 and each layer below at half the rate of the one above: a separate,
-    # faster head learning rate.
-    "r1_decay0.5": dict(_R1, layerwise_lr_decay=0.5),
-})
-
-# Labelled sets: name -> fine-tuning sequence length.
-TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
-# Rungs with long_tasks also fine-tune these: the same rows as the task before "_", longer inputs.
-LONG_TASKS = {"imdb500_256": 256, "imdb2000_256": 256}
-
-
-def rung_tasks(rung: Rung) -> List[str]:
-    """The labelled sets a rung fine-tunes on, in order."""
-    return list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
-
-
-def task_seq(task: str) -> int:
-    return {**TASKS, **LONG_TASKS}[task]
-
-
-def task_data(task: str) -> str:
-    """The labelled set a task reads (a long task reads the set its name extends: imdb500_256 -> imdb500)."""
-    return task.rsplit("_", 1)[0] if task in LONG_TASKS else task
 
 
 def log(msg: str) -> None:
@@ -190,25 +110,7 @@ def prepare(work: Path, seqs=(64, 128)) -> Dict[str, Path]:
             "sst2_2000": SHARED / "glue" / "SST-2"}
 
 
-# --- cells ----------------------------------------------------------------------------------
-def load_cells(work: Path) -> Dict[str, dict]:
-    path = work / "cells.jsonl"
-    if not path.is_file():
-        return {}
-    cells = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            cell = json.loads(line)
-            cells[cell["key"]] = cell
-    return cells
-
-
-def add_cell(work: Path, cell: dict) -> None:
-    with open(work / "cells.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(cell, sort_keys=True) + "\n")
-
-
-def rung_config(work: Path, rung: Rung) -> Path:
+def rung_config(work: Path, rung: ladder.Rung) -> Path:
     """configs/<size>.json with the rung's overrides, sized for the study's vocabulary."""
     from electra_tf.config import ElectraConfig
 
@@ -225,7 +127,7 @@ def rung_config(work: Path, rung: Rung) -> Path:
     return path
 
 
-def pretrain(work: Path, rung: Rung, data: Dict[str, Path], cells: Dict[str, dict],
+def pretrain(work: Path, rung: ladder.Rung, data: Dict[str, Path], cells: Dict[str, dict],
              extra_flags: List[str] = ()) -> dict:
     key = f"pretrain:{rung.name}"
     if key in cells:
@@ -269,10 +171,11 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     if key in cells:
         return cells[key]
     out = work / "finetune" / init_name / f"{task}_{recipe}"
-    r = RECIPES[recipe]
-    cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data[task_data(task)]),
+    r = ladder.RECIPES[recipe]
+    cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2",
+           "--data_dir", str(data[ladder.task_data(task)]),
            "--init", init, "--vocab_file", str(data["vocab"]), "--seeds", SEEDS,
-           "--max_seq_length", str(task_seq(task)), "--batch_size", "32",
+           "--max_seq_length", str(ladder.task_seq(task)), "--batch_size", "32",
            "--layerwise_lr_decay", str(r["layerwise_lr_decay"]),
            "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),
            "--pooling", r["pooling"], "--warmup_proportion", str(r["warmup_proportion"]),
@@ -294,7 +197,7 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     return cell
 
 
-def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], cells: Dict[str, dict],
+def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, Path], cells: Dict[str, dict],
              extra_flags: List[str], parallel: int, only_tasks: List[str] = ()) -> None:
     """Pre-training, then every fine-tuning cell of the rung (random init and pre-trained).
 
@@ -302,10 +205,8 @@ def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], 
 
     With parallel > 1 (one GPU shared by several processes) the random-init cells start at once,
     beside the pre-training, and the pre-trained ones when it has finished."""
-    import domain_study_report as report
-
     config = work / "rungs" / rung.name / "config.json"
-    tasks = [t for t in rung_tasks(rung) if not only_tasks or t in only_tasks]
+    tasks = [t for t in ladder.rung_tasks(rung) if not only_tasks or t in only_tasks]
     pretrained = str(work / "rungs" / rung.name / "run")
     random_jobs = [("random", f"random_{rung.size}", t, r) for r in recipes for t in tasks]
     trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
@@ -314,7 +215,7 @@ def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], 
         init, name, task, recipe = spec
         finetune(work, init, name, config, task, recipe, data, cells)
         with LOCK:
-            report.write(work, RUNGS)
+            report.write(work, ladder.RUNGS)
 
     if parallel <= 1:
         pretrain(work, rung, data, cells, extra_flags)
@@ -328,18 +229,18 @@ def run_rung(work: Path, rung: Rung, recipes: List[str], data: Dict[str, Path], 
             futures += [pool.submit(job, spec) for spec in trained_jobs]
             for f in futures:
                 f.result()  # a failed cell stops the study with its command and log
-    report.probe(work, rung, data, TASKS, cells, add_cell)
-    report.write(work, RUNGS)
+    report.probe(work, rung, data, ladder.TASKS, cells, add_cell)
+    report.write(work, ladder.RUNGS)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work_dir", default=str(REPO / "runs" / "domain_study"))
     p.add_argument("--rungs", default="", help="comma-separated rung names (default: all CPU rungs, in order)")
-    p.add_argument("--recipes", default="r1", help=f"comma-separated fine-tuning recipes of {sorted(RECIPES)}")
+    p.add_argument("--recipes", default="r1", help=f"comma-separated fine-tuning recipes of {sorted(ladder.RECIPES)}")
     p.add_argument("--tasks", default="",
                    help=f"comma-separated labelled sets to fine-tune on (default: all of the rung's) of "
-                        f"{sorted(TASKS) + sorted(LONG_TASKS)}")
+                        f"{sorted(ladder.TASKS) + sorted(ladder.LONG_TASKS)}")
     p.add_argument("--pretrain_flags", default="",
                    help='extra pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU')
     p.add_argument("--parallel", type=int, default=1,
@@ -348,32 +249,30 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    import domain_study_report as report
-
     if args.report_only:
-        report.write(work, RUNGS)
+        report.write(work, ladder.RUNGS)
         return 0
     names = [n for n in args.rungs.split(",") if n]
-    unknown = sorted(set(names) - {r.name for r in RUNGS})
+    unknown = sorted(set(names) - {r.name for r in ladder.RUNGS})
     recipes = [r for r in args.recipes.split(",") if r]
     tasks = [t for t in args.tasks.split(",") if t]
-    if unknown or set(recipes) - set(RECIPES):
-        p.error(f"unknown rung or recipe: {unknown or sorted(set(recipes) - set(RECIPES))}; "
-                f"rungs: {[r.name for r in RUNGS]}, recipes: {sorted(RECIPES)}")
-    if set(tasks) - set(TASKS) - set(LONG_TASKS):
-        p.error(f"unknown task: {sorted(set(tasks) - set(TASKS) - set(LONG_TASKS))}; "
-                f"tasks: {sorted(TASKS) + sorted(LONG_TASKS)}")
+    if unknown or set(recipes) - set(ladder.RECIPES):
+        p.error(f"unknown rung or recipe: {unknown or sorted(set(recipes) - set(ladder.RECIPES))}; "
+                f"rungs: {[r.name for r in ladder.RUNGS]}, recipes: {sorted(ladder.RECIPES)}")
+    if set(tasks) - set(ladder.TASKS) - set(ladder.LONG_TASKS):
+        p.error(f"unknown task: {sorted(set(tasks) - set(ladder.TASKS) - set(ladder.LONG_TASKS))}; "
+                f"tasks: {sorted(ladder.TASKS) + sorted(ladder.LONG_TASKS)}")
     # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
-    wanted = [r for r in RUNGS if (r.name in names if names else "gpu" not in r.name)]
+    wanted = [r for r in ladder.RUNGS if (r.name in names if names else "gpu" not in r.name)]
     for rung in wanted:
-        if tasks and not set(tasks) & set(rung_tasks(rung)):
-            p.error(f"none of --tasks {tasks} is fine-tuned on rung {rung.name} (its tasks: {rung_tasks(rung)})")
+        if tasks and not set(tasks) & set(ladder.rung_tasks(rung)):
+            p.error(f"none of --tasks {tasks} is fine-tuned on rung {rung.name} (its tasks: {ladder.rung_tasks(rung)})")
     if args.parallel > 1:
         # Several processes share one GPU: each takes memory as it needs it, not all of it.
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     data = prepare(work, sorted({r.seq for r in wanted}))
     cells = load_cells(work)
-    report.baselines(work, data, TASKS, cells, add_cell)
+    report.baselines(work, data, ladder.TASKS, cells, add_cell)
     for rung in wanted:
         log(f"rung {rung.name}: pre-training {rung.size} seq {rung.seq} for {rung.steps} steps")
         run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel, tasks)

@@ -34,14 +34,12 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # study_lib, also when loaded by file path
-SHARED = REPO.parent / "shared" / "data"
+from scripts.study_lib import StudyError
+from scripts.study_lib.efficiency_data import prepare_data
+from scripts.study_lib.efficiency_report import write_markdown, write_plot
 
-from study_lib import StudyError  # noqa: E402
-from study_lib.data import prepare_data  # noqa: E402
-from study_lib.report import write_markdown, write_plot  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
 
 OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "two_stage")
 # An entry `<objective>_gdes` in --objectives is that objective with
@@ -365,7 +363,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if args.time_steps:
-            from study_lib.timing import time_steps  # imports TensorFlow; only this mode needs it
+            from scripts.study_lib.efficiency_timing import time_steps  # imports TensorFlow; only this mode needs it
 
             time_steps(args, study_config(args, args.vocab_size), study_entry, _reset_keras,
                        _write_json, _log)

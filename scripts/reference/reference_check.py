@@ -64,9 +64,8 @@ from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data import manifest as mf
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
-# reference_lib sits beside this script (Python puts the script's folder on sys.path).
 # The numpy rules are imported from here by tests/study/test_reference_check.py.
-from reference_lib.rules import CheckError, mask_batch, prediction_counts, rank_auc  # noqa: F401
+from scripts.reference.reference_lib.rules import CheckError, mask_batch, prediction_counts, rank_auc  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,7 +169,7 @@ def run_check(args) -> Dict:
                          f"pip install -e '.[hf]'") from None
     _limit_native_threads(args.threads)
     # Needs torch, and TensorFlow (seconds to import): only after the checks above.
-    from reference_lib.run import train_both  # pylint: disable=import-outside-toplevel
+    from scripts.reference.reference_lib.run import train_both  # pylint: disable=import-outside-toplevel
 
     return train_both(args, config, special)
 

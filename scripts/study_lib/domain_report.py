@@ -1,4 +1,6 @@
-"""The domain study's baselines, probes and outputs (results.md, gain_vs_flops.png)."""
+"""The domain study's baselines, probes and outputs (results.md, gain_vs_flops.png).
+
+Run by scripts/domain_study.py; the rungs and tasks are scripts.study_lib.domain_ladder's."""
 
 from __future__ import annotations
 
@@ -6,6 +8,9 @@ import json
 import statistics
 from pathlib import Path
 from typing import Callable, Dict, List
+
+from scripts.study_lib import domain_ladder as ladder
+from scripts.study_lib.cells import load_cells
 
 TASK_LABELS = {"imdb500": "IMDB 500", "imdb2000": "IMDB 2,000", "sst2_2000": "SST-2 2,000",
                "imdb500_256": "IMDB 500, 256 tokens", "imdb2000_256": "IMDB 2,000, 256 tokens"}
@@ -84,9 +89,7 @@ def _spread(seeds: List[float]) -> str:
 
 def write(work: Path, rungs) -> None:
     """results.md (every finished cell) and gain_vs_flops.png."""
-    import domain_study as study  # the rung list and the cell reader
-
-    cells = study.load_cells(work)
+    cells = load_cells(work)
     lines = ["| rung | size | seq | steps | train FLOPs | pre-train s | recipe | task | pre-trained (seeds) | "
              "random (seeds) | gain | TF-IDF same tokens | probe pre-trained / random (emb, last mean) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -103,7 +106,7 @@ def write(work: Path, rungs) -> None:
             if rnd is None:
                 continue
             gain = cell["median"] - rnd["median"]
-            tfidf = cells.get(f"tfidf:{study.task_data(task)}:{study.task_seq(task)}", {}).get("accuracy", "")
+            tfidf = cells.get(f"tfidf:{ladder.task_data(task)}:{ladder.task_seq(task)}", {}).get("accuracy", "")
             pp, pr = cells.get(f"probe:{rung.name}:{task}"), cells.get(f"probe:random_{rung.size}:{task}")
             probe_txt = (f"{pp['embeddings_mean']:.1f}, {pp['last_mean']:.1f} / "
                          f"{pr['embeddings_mean']:.1f}, {pr['last_mean']:.1f}") if pp and pr else ""
@@ -118,7 +121,7 @@ def write(work: Path, rungs) -> None:
             setting = " ".join(list(rung.overrides) + ([f"seq {rung.seq}"] if rung.seq != 128 else []))
             points.setdefault((rung.size, task, recipe, setting), []).append((pre["flops"], gain))
     tfidf_lines = ["| task | TF-IDF + LR, same tokens | 256 tokens | whole texts |", "|---|---|---|---|"]
-    for task, seq in study.TASKS.items():
+    for task, seq in ladder.TASKS.items():
         vals = [cells.get(f"tfidf:{task}:{t}", {}).get("accuracy", "") for t in (seq, 256, "all")]
         tfidf_lines.append(f"| {TASK_LABELS[task]} | {vals[0]} | {vals[1]} | {vals[2]} |")
     (work / "results.md").write_text("\n".join(lines + [""] + tfidf_lines) + "\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The study's data: one WordPiece vocabulary and one set of shards, built once per work directory."""
+"""The efficiency study's data: one WordPiece vocabulary and one set of shards, built once per work directory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict
 
-from study_lib import StudyError
+from scripts.study_lib import StudyError
 
 
 def prepare_data(args, work: Path, log: Callable[[str], None]) -> Dict[str, str]:

@@ -1,4 +1,4 @@
-"""`--time_steps`: wall and CPU time per pre-training step of each objective."""
+"""The efficiency study's `--time_steps`: wall and CPU time per pre-training step of each objective."""
 
 from __future__ import annotations
 

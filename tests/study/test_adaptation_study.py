@@ -2,19 +2,17 @@
 reads off a pre-training log, and a checkpoint turned into a model directory that fine-tunes.
 (The study itself takes hours; the path it drives is tested end to end by test_adapt_demo.py.)"""
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 
+from scripts import adaptation_study
+
 
 @pytest.fixture
-def study(repo_root):
-    spec = importlib.util.spec_from_file_location("adaptation_study", repo_root / "scripts" / "adaptation_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def study():
+    return adaptation_study
 
 
 @pytest.mark.parametrize("argv, culprit", [

@@ -6,39 +6,33 @@ pre-trained fine-tuning at two lengths, TF-IDF baselines and the report.
 """
 
 import gzip
-import importlib.util
 import json
-import sys
 
 import pytest
 
-SCRIPTS = "scripts"
+from scripts import domain_study
+from scripts.study_lib import domain_ladder, domain_report
+from scripts.study_lib.cells import load_cells
 
 
 @pytest.fixture
-def study(repo_root, shared_data, tmp_path, monkeypatch):
+def study(shared_data, tmp_path, monkeypatch):
     """The study module, made small: a 600-paragraph corpus, one tiny rung, 40 scored reviews."""
-    monkeypatch.syspath_prepend(str(repo_root / SCRIPTS))  # the script imports its report module
-    spec = importlib.util.spec_from_file_location("domain_study", repo_root / SCRIPTS / "domain_study.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "domain_study", module)  # the report reads the rungs from it
-    spec.loader.exec_module(module)
     corpus = tmp_path / "reviews.txt"
     with gzip.open(shared_data / "corpus" / "imdb.unsup.txt.gz", "rt", encoding="utf-8") as f:
         corpus.write_text("".join(line for _, line in zip(range(600), f)), encoding="utf-8")
-    monkeypatch.setattr(module, "CORPUS", [corpus])
-    monkeypatch.setattr(module, "VOCAB_SIZE", 600)
-    monkeypatch.setattr(module, "EVAL_ROWS", 40)
-    monkeypatch.setattr(module, "SEEDS", "1")
-    monkeypatch.setattr(module, "TASKS", {"imdb500": 64})
-    monkeypatch.setattr(module, "LONG_TASKS", {"imdb500_256": 96})
-    monkeypatch.setattr(module, "RECIPES", {"r1": dict(module.RECIPES["r1"], epochs=1)})
-    monkeypatch.setattr(module, "RUNGS", [module.Rung("tiny_t", "tiny", 64, 6, long_tasks=True)])
-    import domain_study_report
-
-    # The probe reads the full-size tasks; it has its own test path (electra_tf.baselines).
-    monkeypatch.setattr(domain_study_report, "probe", lambda *args, **kwargs: None)
-    return module
+    monkeypatch.setattr(domain_study, "CORPUS", [corpus])
+    monkeypatch.setattr(domain_study, "VOCAB_SIZE", 600)
+    monkeypatch.setattr(domain_study, "EVAL_ROWS", 40)
+    monkeypatch.setattr(domain_study, "SEEDS", "1")
+    # The ladder is read by the study and its report alike.
+    monkeypatch.setattr(domain_ladder, "TASKS", {"imdb500": 64})
+    monkeypatch.setattr(domain_ladder, "LONG_TASKS", {"imdb500_256": 96})
+    monkeypatch.setattr(domain_ladder, "RECIPES", {"r1": dict(domain_ladder.RECIPES["r1"], epochs=1)})
+    monkeypatch.setattr(domain_ladder, "RUNGS", [domain_ladder.Rung("tiny_t", "tiny", 64, 6, long_tasks=True)])
+    # The probe reads the full-size tasks; it has its own test path (the baselines' tests).
+    monkeypatch.setattr(domain_report, "probe", lambda *args, **kwargs: None)
+    return domain_study
 
 
 def test_a_rung_pretrains_fine_tunes_both_inits_at_both_lengths_and_resumes(study, tmp_path):
@@ -46,7 +40,7 @@ def test_a_rung_pretrains_fine_tunes_both_inits_at_both_lengths_and_resumes(stud
     argv = ["--work_dir", str(work), "--rungs", "tiny_t", "--parallel", "2", "--pretrain_flags", "--log_every 3"]
     assert study.main(argv) == 0
 
-    cells = study.load_cells(work)
+    cells = load_cells(work)
     pre = cells["pretrain:tiny_t"]
     assert pre["steps"] == 6 and pre["flags"] == ["--log_every", "3"] and pre["flops"] > 0
     for init in ("random_tiny", "tiny_t"):
@@ -79,31 +73,23 @@ def test_unknown_rung_recipe_or_task_is_one_error(study, tmp_path, capsys):
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
     # A task the rung does not fine-tune on would leave it with no cell: refused before any work.
-    study.RUNGS.append(study.Rung("tiny_short", "tiny", 64, 6))
+    domain_ladder.RUNGS.append(domain_ladder.Rung("tiny_short", "tiny", 64, 6))
     with pytest.raises(SystemExit):
         study.main(["--work_dir", str(tmp_path / "w"), "--rungs", "tiny_short", "--tasks", "imdb500_256"])
     assert "none of --tasks ['imdb500_256'] is fine-tuned on rung tiny_short" in capsys.readouterr().err
     assert not (tmp_path / "w" / "rungs").exists()
 
 
-def test_long_tasks_read_their_base_set(repo_root, monkeypatch):
-    spec = importlib.util.spec_from_file_location("domain_study_plain", repo_root / SCRIPTS / "domain_study.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "domain_study_plain", module)  # dataclasses look the module up
-    spec.loader.exec_module(module)
-    assert module.task_data("imdb2000_256") == "imdb2000" and module.task_seq("imdb2000_256") == 256
-    assert module.task_data("sst2_2000") == "sst2_2000" and module.task_seq("sst2_2000") == 64
-    gpu = [r for r in module.RUNGS if "gpu" in r.name]
+def test_long_tasks_read_their_base_set():
+    assert domain_ladder.task_data("imdb2000_256") == "imdb2000" and domain_ladder.task_seq("imdb2000_256") == 256
+    assert domain_ladder.task_data("sst2_2000") == "sst2_2000" and domain_ladder.task_seq("sst2_2000") == 64
+    gpu = [r for r in domain_ladder.RUNGS if "gpu" in r.name]
     assert gpu and all(r.long_tasks for r in gpu)
 
 
-def test_fine_tuning_levers_change_one_setting_of_r1(repo_root, monkeypatch):
-    spec = importlib.util.spec_from_file_location("domain_study_levers", repo_root / SCRIPTS / "domain_study.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "domain_study_levers", module)
-    spec.loader.exec_module(module)
-    r1 = module.RECIPES["r1"]
-    levers = {name: recipe for name, recipe in module.RECIPES.items() if name.startswith("r1_")}
+def test_fine_tuning_levers_change_one_setting_of_r1():
+    r1 = domain_ladder.RECIPES["r1"]
+    levers = {name: recipe for name, recipe in domain_ladder.RECIPES.items() if name.startswith("r1_")}
     assert len(levers) == 6
     for name, recipe in levers.items():
         changed = {k for k in r1 if recipe[k] != r1[k]}

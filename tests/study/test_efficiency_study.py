@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from scripts import efficiency_study
+
 SCRIPT = "scripts/efficiency_study.py"
 
 
@@ -61,21 +63,11 @@ def test_toy_study_writes_table_json_and_plot_and_resumes(repo_root, shared_data
 
     # Re-running continues from the cache: nothing is trained again (in-process,
     # to keep the test short; the first run above went through the real CLI).
-    study = _load_script(repo_root)
     before = {p: p.stat().st_mtime_ns for p in work.rglob("*.weights.h5")}
-    assert study.main(args) == 0
+    assert efficiency_study.main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in work.rglob("*.weights.h5")} == before
     assert "pre-training electra" not in capsys.readouterr().out
     # A flag that defines the study cannot change in the same work directory.
-    assert study.main(args + ["--seq_length", "48"]) == 2
+    assert efficiency_study.main(args + ["--seq_length", "48"]) == 2
     err = capsys.readouterr().err
     assert "other seq_length" in err and "new --work_dir" in err and err.count("\n") == 1
-
-
-def _load_script(repo_root):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("efficiency_study", repo_root / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

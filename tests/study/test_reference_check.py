@@ -13,22 +13,11 @@ import sys
 import numpy as np
 import pytest
 
+from scripts.reference import reference_check
+
 SCRIPT = "scripts/reference/reference_check.py"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 HAVE_HF = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
-
-
-def _load_script(repo_root):
-    # As `python scripts/reference/reference_check.py` runs it: its folder (reference_lib) on the path.
-    folder = str((repo_root / SCRIPT).parent)
-    sys.path.insert(0, folder)
-    try:
-        spec = importlib.util.spec_from_file_location("reference_check", repo_root / SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(folder)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +41,14 @@ def ref_data(tmp_path_factory, repo_root):
             "vocab_size": len(vocab), "root": root}
 
 
-def test_numpy_masking_follows_our_rule(repo_root):
+def test_numpy_masking_follows_our_rule():
     """Counts equal electra_tf's prediction_counts (float32 half-to-even rounding
     included); chosen positions are distinct candidates; ~85% become [MASK]."""
     import tensorflow as tf
 
     from electra_tf.objectives.masking import prediction_counts
 
-    ref = _load_script(repo_root)
+    ref = reference_check
     rng = np.random.default_rng(0)
     batch, seq, P = 400, 64, 9
     cls_, sep, mask_id = 2, 3, 4
@@ -104,8 +93,8 @@ def test_numpy_masking_follows_our_rule(repo_root):
     assert abs(kept / (kept + masked_slots) - 0.15) < 0.03
 
 
-def test_rank_auc(repo_root):
-    ref = _load_script(repo_root)
+def test_rank_auc():
+    ref = reference_check
     assert ref.rank_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0
     assert ref.rank_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4]) == 0.0
     assert ref.rank_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5]) == 0.5
@@ -120,10 +109,10 @@ def _run(repo_root, args, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_bad_inputs_exit_2_with_one_line(repo_root, ref_data):
+def test_bad_inputs_exit_2_with_one_line(ref_data):
     common = ["--config", "configs/tiny.json", "--steps", "2"]
     # The tiny config's vocab_size (4000) differs from the ~300-token vocabulary.
-    ref = _load_script(repo_root)
+    ref = reference_check
     cases = [
         (["--data_dir", ref_data["data_dir"], "--vocab_file", ref_data["vocab_file"]],
          f"--override vocab_size={ref_data['vocab_size']}"),

@@ -1,0 +1,93 @@
+"""The domain study's ladder: its pre-training runs (rungs), fine-tuning recipes and labelled sets.
+
+scripts/domain_study.py runs them; scripts.study_lib.domain_report tabulates them. Method and
+results: docs/domain_study.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """One pre-training run: a size (config file), a sequence length, steps and overrides."""
+
+    name: str
+    config: str  # configs/<config>.json
+    seq: int
+    steps: int
+    overrides: tuple = ()
+    warmup: Optional[int] = None  # default: 10% of the steps
+    continue_from: Optional[str] = None  # a finished rung this one trains on from (to `steps` in all)
+    long_tasks: bool = False  # also fine-tune on IMDB at 256 tokens (where whole reviews start to fit)
+
+    @property
+    def size(self) -> str:
+        return self.config
+
+
+# The ladder, in the order it runs. Equal-FLOPs comparisons share a budget (see FLOPs in results.md).
+RUNGS = [
+    Rung("cpu_demo_electra_5k", "cpu_demo", 128, 5000),
+    # Equal FLOPs to cpu_demo_electra_5k (electra_tf.flops): an MLM step costs 1/1.70 of an
+    # ELECTRA step at this size.
+    Rung("cpu_demo_mlm_eq5k", "cpu_demo", 128, 8490, ("objective=mlm",)),
+    Rung("cpu_demo_electra_15k", "cpu_demo", 128, 15000, continue_from="cpu_demo_electra_5k"),
+    Rung("cpu_demo_electra_t1_5k", "cpu_demo", 128, 5000, ("temperature=1.0",)),
+    Rung("mini_electra_3k", "mini", 128, 3000, ("temperature=2.0",), long_tasks=True),
+    Rung("cpu_demo_mlm_eq15k", "cpu_demo", 128, 25470, ("objective=mlm",), continue_from="cpu_demo_mlm_eq5k"),
+    # A generator as wide as the discriminator: a step costs 1/0.889 of the 0.5-wide one.
+    Rung("cpu_demo_electra_gen1_eq5k", "cpu_demo", 128, 4445, ("generator_hidden_size=1.0",)),
+    # Pre-training at 64 tokens, equal FLOPs to cpu_demo_electra_5k (a step costs 1/2.09 of a 128-token one).
+    Rung("cpu_demo_electra_seq64_eq5k", "cpu_demo", 64, 10457),
+    # DeBERTa-v3's gradient-disentangled embedding sharing: the token table learns from the
+    # generator's MLM alone, the discriminator adds its own delta (one V x E merge a step: the
+    # same FLOPs to 4 digits as cpu_demo_electra_5k).
+    Rung("cpu_demo_electra_gdes_5k", "cpu_demo", 128, 5000, ("embedding_sharing=gdes",)),
+    # One GPU (bf16 + XLA: --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10):
+    # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
+    # collapsed on this text).
+    Rung("small_electra_gpu_20k", "small", 128, 20000, ("temperature=2.0",), long_tasks=True),
+]
+
+# Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
+RECIPES = {
+    "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1, layerwise_lr_decay=1.0),
+    # The paper's fine-tuning of ELECTRA-Small (lr 3e-4, layer-wise decay 0.8, [CLS]), 10 epochs
+    # as for its small GLUE sets.
+    "paper": dict(learning_rate=3e-4, epochs=10, pooling="cls", warmup_proportion=0.1, layerwise_lr_decay=0.8),
+}
+# The fine-tuning levers, each one change to r1 (chosen on the scored dev rows: run them with
+# --recipes and --tasks on one rung, pre-trained and random alike).
+_R1 = RECIPES["r1"]
+RECIPES.update({
+    "r1_epochs20": dict(_R1, epochs=20),
+    "r1_lr3e-3": dict(_R1, learning_rate=3e-3),
+    "r1_warmup0": dict(_R1, warmup_proportion=0.0),
+    "r1_warmup30": dict(_R1, warmup_proportion=0.3),
+    "r1_cls": dict(_R1, pooling="cls"),
+    # The head at lr 1e-3 and each layer below at half the rate of the one above: a separate,
+    # faster head learning rate.
+    "r1_decay0.5": dict(_R1, layerwise_lr_decay=0.5),
+})
+
+# Labelled sets: name -> fine-tuning sequence length.
+TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}
+# Rungs with long_tasks also fine-tune these: the same rows as the task before "_", longer inputs.
+LONG_TASKS = {"imdb500_256": 256, "imdb2000_256": 256}
+
+
+def rung_tasks(rung: Rung) -> List[str]:
+    """The labelled sets a rung fine-tunes on, in order."""
+    return list(TASKS) + (list(LONG_TASKS) if rung.long_tasks else [])
+
+
+def task_seq(task: str) -> int:
+    return {**TASKS, **LONG_TASKS}[task]
+
+
+def task_data(task: str) -> str:
+    """The labelled set a task reads (a long task reads the set its name extends: imdb500_256 -> imdb500)."""
+    return task.rsplit("_", 1)[0] if task in LONG_TASKS else task
