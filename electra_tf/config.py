@@ -94,7 +94,7 @@ class ElectraConfig:
     adam_epsilon: float = 1e-6
     clip_norm: float = 1.0  # global-norm clipping
     # Steps at the start during which the discriminator's encoder (embeddings included) gets no
-    # update: for continued pre-training of a trained encoder (`pretrain --init_from`), so that the
+    # update: for continued pre-training of a trained encoder (`pretrain --init`), so that the
     # fresh generator and replaced-token head settle before their first, large gradients (lambda = 50)
     # reach it. 0 (the paper, training from scratch): everything trains from step 0.
     encoder_freeze_steps: int = 0

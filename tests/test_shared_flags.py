@@ -52,4 +52,12 @@ def test_the_shared_values_are_the_ones_both_jobs_accept(helps):
 def test_a_flag_of_one_job_only_is_not_in_the_other(helps):
     # The differences named in shared_flags.py's docstring.
     assert "tpu" in helps["electra_tf.pretrain"] and "tpu" not in helps["electra_tf.finetune"]
-    assert "seed" in helps["electra_tf.pretrain"] and "seeds" in helps["electra_tf.finetune"]
+    # One name, two shapes: pre-training takes one seed, fine-tuning a comma-separated list.
+    assert "(an integer)" in helps["electra_tf.pretrain"]["seed"]
+    assert "comma-separated" in helps["electra_tf.finetune"]["seed"].lower()
+    assert "seeds" not in helps["electra_tf.finetune"]
+
+
+def test_batch_size_means_the_global_batch_in_both(helps):
+    for h in helps.values():
+        assert "global" in h["batch_size"].lower(), h["batch_size"]

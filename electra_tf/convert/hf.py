@@ -17,7 +17,7 @@ equals its hidden size. What ELECTRA has no place for is dropped and reported:
 the pooler (`pooler.*`, a tanh layer over [CLS] that ELECTRA lacks) and the
 pre-training heads (`cls.*`: BERT's masked-LM and next-sentence heads). The
 discriminator head and the generator are then absent: continued pre-training
-(`pretrain --init_from`) starts them fresh.
+(`pretrain --init`) starts them fresh.
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ RENAMED = {"lower_case": "do_lower_case"}  # old spelling -> new (refused by ele
 
 def define_flags(flag_values=None) -> None:
     """Defines this CLI's absl flags (kept out of import time: the library imports us)."""
-    fv = flag_values or flags.FLAGS
+    fv = flags.FLAGS if flag_values is None else flag_values
     flags.DEFINE_list("corpus", None, "Text files, directories or globs.", flag_values=fv)
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.", flag_values=fv)
     flags.DEFINE_string("output_dir", None, "Directory for the shards and manifest.json.", flag_values=fv)

@@ -231,7 +231,7 @@ RENAMED = {"output": "output_file", "lower_case": "do_lower_case"}  # old spelli
 
 def define_flags(flag_values=None) -> None:
     """Defines this CLI's absl flags (not at import time: the library imports us)."""
-    fv = flag_values or flags.FLAGS
+    fv = flags.FLAGS if flag_values is None else flag_values
     flags.DEFINE_list("corpus", None, "Text files (plain or .gz), directories or globs.", flag_values=fv)
     flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size, special tokens included.", flag_values=fv)
     flags.DEFINE_string("output_file", None, "Where to write vocab.txt.", flag_values=fv)

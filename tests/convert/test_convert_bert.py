@@ -46,7 +46,7 @@ def _hard_reviews():
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("bert") / "minilm")
-    assert convert_main(["--from", "hf", "--input", ENCODER, "--output", out]) == 0
+    assert convert_main(["--from", "hf", "--input", ENCODER, "--output_dir", out]) == 0
     return out
 
 
@@ -121,7 +121,7 @@ def test_prefixed_bert_names_with_heads_convert(converted, tmp_path, variant, ca
     (d / "config.json").write_text(json.dumps(config), encoding="utf-8")
     shutil.copyfile(os.path.join(ENCODER, "vocab.txt"), d / "vocab.txt")
     out = tmp_path / "out"
-    assert convert_main(["--from", "hf", "--input", str(d), "--output", str(out)]) == 0
+    assert convert_main(["--from", "hf", "--input", str(d), "--output_dir", str(out)]) == 0
     err = capsys.readouterr().err
     assert "masked-LM head" in err
     assert ("next-sentence" in err) == (variant == "BertForPreTraining")
@@ -135,7 +135,7 @@ def test_prefixed_bert_names_with_heads_convert(converted, tmp_path, variant, ca
 
 def test_bert_with_generator_input_is_refused(tmp_path, capsys):
     rc = convert_main(["--from", "hf", "--input", ENCODER, "--generator_input", ENCODER,
-                       "--output", str(tmp_path / "out")])
+                       "--output_dir", str(tmp_path / "out")])
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error:") and "--generator_input" in err[-1] and "BERT" in err[-1]
@@ -150,5 +150,5 @@ def test_unknown_bert_name_is_listed(tmp_path, capsys):
     hf.write_safetensors(str(d / "model.safetensors"), weights, {"format": "pt"})
     shutil.copyfile(os.path.join(ENCODER, "config.json"), d / "config.json")
     shutil.copyfile(os.path.join(ENCODER, "vocab.txt"), d / "vocab.txt")
-    assert convert_main(["--from", "hf", "--input", str(d), "--output", str(tmp_path / "out")]) == 2
+    assert convert_main(["--from", "hf", "--input", str(d), "--output_dir", str(tmp_path / "out")]) == 2
     assert "adapter.down.weight" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def test_the_saved_discriminator_holds_the_merged_table(gdes_model):
 def test_to_google(gdes_model, tmp_path):
     model, model_dir, e_gen, e_delta = gdes_model
     prefix = str(tmp_path / "ckpt" / "model.ckpt")
-    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "google", "--output", prefix]) == 0
+    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "google", "--output_dir", prefix]) == 0
     tensors, _ = google.read_checkpoint(str(tmp_path / "ckpt"))
     np.testing.assert_allclose(tensors["electra/embeddings/word_embeddings"], e_gen + e_delta, atol=ATOL)
     np.testing.assert_allclose(tensors["generator/embeddings/word_embeddings"], e_gen, atol=ATOL)
@@ -55,7 +55,7 @@ def test_to_google(gdes_model, tmp_path):
 
     # A reference checkpoint cannot say "gdes": it re-imports as separate embeddings, same outputs.
     out = str(tmp_path / "back")
-    assert convert_main(["--from", "google", "--input", str(tmp_path / "ckpt"), "--output", out,
+    assert convert_main(["--from", "google", "--input", str(tmp_path / "ckpt"), "--output_dir", out,
                          "--vocab", f"{model_dir}/vocab.txt", "--config", f"{model_dir}/config.json",
                          "--require_all"]) == 0
     assert load_config(out).embedding_sharing == "none"
@@ -66,7 +66,7 @@ def test_to_google(gdes_model, tmp_path):
 def test_to_hf(gdes_model, tmp_path):
     model, model_dir, e_gen, e_delta = gdes_model
     out = tmp_path / "hf"
-    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "hf", "--output", str(out)]) == 0
+    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "hf", "--output_dir", str(out)]) == 0
     disc, _ = hf.read_safetensors(str(out / "discriminator" / "model.safetensors"))
     gen, _ = hf.read_safetensors(str(out / "generator" / "model.safetensors"))
     np.testing.assert_allclose(disc["electra.embeddings.word_embeddings.weight"], e_gen + e_delta, atol=ATOL)
@@ -78,7 +78,7 @@ def test_to_hf(gdes_model, tmp_path):
     # Back through the importer (no torch needed): same outputs as the gdes model.
     back = str(tmp_path / "back")
     assert convert_main(["--from", "hf", "--input", str(out / "discriminator"), "--generator_input",
-                         str(out / "generator"), "--output", back, "--require_all"]) == 0
+                         str(out / "generator"), "--output_dir", back, "--require_all"]) == 0
     batch = h.model_batch(model.config)
     mask = batch["input_mask"].astype(bool)
     np.testing.assert_allclose(h.ours_discriminator_logits(back, batch)[mask],
@@ -92,7 +92,7 @@ def test_hf_export_loads_in_transformers(gdes_model, tmp_path):
     transformers = pytest.importorskip("transformers")
     model, model_dir, _, _ = gdes_model
     out = tmp_path / "hf"
-    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "hf", "--output", str(out)]) == 0
+    assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "hf", "--output_dir", str(out)]) == 0
     batch = h.model_batch(model.config)
     mask = batch["input_mask"].astype(bool)
     feed = dict(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),

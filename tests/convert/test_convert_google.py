@@ -28,7 +28,7 @@ def tf1_checkpoint(tmp_path_factory):
 def converted(tf1_checkpoint, tmp_path_factory):
     d, config, weights = tf1_checkpoint
     out = str(tmp_path_factory.mktemp("out") / "model")
-    assert convert_main(["--from", "google", "--input", str(d), "--output", out,
+    assert convert_main(["--from", "google", "--input", str(d), "--output_dir", out,
                          "--num_attention_heads", str(config.num_attention_heads)]) == 0
     return out
 
@@ -74,7 +74,7 @@ def test_round_trip_our_weights_through_tf1_names(tmp_path):
     google.export_pretrainer(model, str(tmp_path / "ckpt" / "model.ckpt"), global_step=7)
     h.write_vocab(tmp_path / "ckpt" / "vocab.txt")
     out = str(tmp_path / "model")
-    assert convert_main(["--from", "google", "--input", str(tmp_path / "ckpt"), "--output", out,
+    assert convert_main(["--from", "google", "--input", str(tmp_path / "ckpt"), "--output_dir", out,
                          "--num_attention_heads", "2", "--require_all"]) == 0
     from electra_tf.models.saving import load_config
     assert load_config(out).untied_generator_embeddings
@@ -97,7 +97,7 @@ def test_unmapped_missing_and_mismatched_names_are_listed(tmp_path, tf1_checkpoi
     google.write_checkpoint(bad, str(tmp_path / "bad" / "model.ckpt"))
     h.write_vocab(tmp_path / "bad" / "vocab.txt")
     assert convert_main(["--from", "google", "--input", str(tmp_path / "bad"),
-                         "--output", str(tmp_path / "o"), "--num_attention_heads", "2"]) == 2
+                         "--output_dir", str(tmp_path / "o"), "--num_attention_heads", "2"]) == 2
     err = capsys.readouterr().err
     for name in ("electra/encoder/layer_0/attention/self/rotary/kernel", "cls/predictions/transform/dense/kernel",
                  "electra/encoder/layer_1/output/dense/bias", "discriminator_predictions/dense/kernel"):
@@ -114,7 +114,7 @@ def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint):
     h.write_vocab(tmp_path / "d" / "vocab.txt")
     out = str(tmp_path / "model")
     assert convert_main(["--from", "google", "--input", str(tmp_path / "d" / "model.ckpt"),
-                         "--output", out, "--num_attention_heads", "2"]) == 0
+                         "--output_dir", out, "--num_attention_heads", "2"]) == 0
     assert absent_parts(out) == ["generator"]
     with pytest.raises(ConversionError, match="generator"):
         tensors, _ = google.read_checkpoint(str(tmp_path / "d"))
@@ -125,7 +125,7 @@ def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint):
 def test_missing_vocab(tmp_path, tf1_checkpoint, capsys):
     _, _, weights = tf1_checkpoint
     google.write_checkpoint(weights, str(tmp_path / "nv" / "model.ckpt"))
-    assert convert_main(["--from", "google", "--input", str(tmp_path / "nv"), "--output", str(tmp_path / "o"),
+    assert convert_main(["--from", "google", "--input", str(tmp_path / "nv"), "--output_dir", str(tmp_path / "o"),
                          "--num_attention_heads", "2"]) == 2
     assert "--vocab" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o")

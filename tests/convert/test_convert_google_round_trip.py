@@ -40,7 +40,7 @@ def _model_dir(tmp_path, config, seed) -> str:
 
 def _to_google(model_dir, ckpt_dir) -> str:
     assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "google",
-                         "--output", str(ckpt_dir / "model.ckpt")]) == 0
+                         "--output_dir", str(ckpt_dir / "model.ckpt")]) == 0
     return str(ckpt_dir)
 
 
@@ -52,7 +52,7 @@ def test_round_trip_gives_equal_scores(tmp_path, name):
     ckpt = _to_google(source, tmp_path / "ckpt")
     assert {"vocab.txt", google.SIDECAR_FILE} <= set(os.listdir(ckpt))
     back = str(tmp_path / "back")
-    assert convert_main(["--from", "google", "--input", ckpt, "--output", back]) == 0  # no flag needed
+    assert convert_main(["--from", "google", "--input", ckpt, "--output_dir", back]) == 0  # no flag needed
 
     got = saving.load_config(back)
     for key in google.MODEL_FACTS + google.SETTINGS + ("hidden_size", "num_hidden_layers", "intermediate_size",
@@ -85,21 +85,21 @@ def test_checkpoint_without_its_sidecar_refuses_to_guess_the_head_count(tmp_path
         if name != google.SIDECAR_FILE:
             (bare / name).write_bytes(open(os.path.join(tiny_ckpt, name), "rb").read())
     out = tmp_path / "o"
-    code, err = _convert(capsys, "--from", "google", "--input", str(bare), "--output", str(out))
+    code, err = _convert(capsys, "--from", "google", "--input", str(bare), "--output_dir", str(out))
     assert code == 2 and len(err) == 1
     assert err[0] == (f"error: {bare} does not record its attention heads (no electra_config.json beside it) and "
                       f"the weights cannot show them; pass --num_attention_heads (checkpoints of "
                       f"google-research/electra use hidden_size // 64 = 1)")
     assert not out.exists()
     # The flag is the fix: with the right count the model is the original one.
-    assert convert_main(["--from", "google", "--input", str(bare), "--output", str(out),
+    assert convert_main(["--from", "google", "--input", str(bare), "--output_dir", str(out),
                          "--num_attention_heads", "2"]) == 0
     assert saving.load_config(str(out)).num_attention_heads == 2
 
 
 def test_head_flag_that_contradicts_the_sidecar_is_refused(tmp_path, tiny_ckpt, capsys):
     out = tmp_path / "o"
-    code, err = _convert(capsys, "--from", "google", "--input", tiny_ckpt, "--output", str(out),
+    code, err = _convert(capsys, "--from", "google", "--input", tiny_ckpt, "--output_dir", str(out),
                          "--num_attention_heads", "4")
     assert code == 2 and len(err) == 1
     assert err[0] == (f"error: --num_attention_heads 4 contradicts {os.path.join(tiny_ckpt, google.SIDECAR_FILE)}, "
@@ -116,7 +116,7 @@ def test_sidecar_naming_an_unknown_field_is_refused(tmp_path, tiny_ckpt, capsys)
     facts["num_heads"] = 2
     (ckpt / google.SIDECAR_FILE).write_text(json.dumps(facts))
     out = tmp_path / "o"
-    code, err = _convert(capsys, "--from", "google", "--input", str(ckpt), "--output", str(out))
+    code, err = _convert(capsys, "--from", "google", "--input", str(ckpt), "--output_dir", str(out))
     assert code == 2 and len(err) == 1
     assert err[0].startswith(f"error: {ckpt / google.SIDECAR_FILE} holds key(s) num_heads; it may name only "
                              f"num_attention_heads, hidden_act")

@@ -59,7 +59,7 @@ def test_our_safetensors_round_trip_without_torch(ours_and_export, tmp_path):
     assert set(os.listdir(dirs["discriminator"])) >= {"config.json", "model.safetensors", "vocab.txt"}
     out = str(tmp_path / "model")
     assert convert_main(["--from", "hf", "--input", dirs["discriminator"], "--generator_input",
-                         dirs["generator"], "--output", out, "--require_all"]) == 0
+                         dirs["generator"], "--output_dir", out, "--require_all"]) == 0
     from electra_tf.models.saving import load_config
     cfg = load_config(out)
     assert not cfg.untied_generator_embeddings  # both copies of the tables agree -> shared
@@ -83,12 +83,12 @@ def test_hf_names_unmapped_are_listed(ours_and_export, tmp_path, capsys):
     weights["electra.encoder.layer.0.output.dense.weight"] = np.zeros((32, 63), "float32")
     hf.write_safetensors(str(bad / "model.safetensors"), weights)
     h.write_vocab(bad / "vocab.txt")
-    assert convert_main(["--from", "hf", "--input", str(bad), "--output", str(tmp_path / "o")]) == 2
+    assert convert_main(["--from", "hf", "--input", str(bad), "--output_dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "electra.pooler.dense.weight" in err
     del weights["electra.pooler.dense.weight"]
     hf.write_safetensors(str(bad / "model.safetensors"), weights)
-    assert convert_main(["--from", "hf", "--input", str(bad), "--output", str(tmp_path / "o")]) == 2
+    assert convert_main(["--from", "hf", "--input", str(bad), "--output_dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "electra/encoder/layer_0/output/dense/kernel" in err and "(63, 32)" in err
 
@@ -139,7 +139,7 @@ def test_parity_with_transformers(tmp_path, hidden_act):
     assert os.path.isfile(tmp_path / "disc" / "model.safetensors")
     out = str(tmp_path / "model")
     assert convert_main(["--from", "hf", "--input", str(tmp_path / "disc"), "--generator_input",
-                         str(tmp_path / "gen"), "--output", out, "--require_all"]) == 0
+                         str(tmp_path / "gen"), "--output_dir", out, "--require_all"]) == 0
     batch = h.encode(h.SENTENCES)
     mask = batch["input_mask"].astype(bool)
     d_ref, d_ours = _torch_logits(torch, disc, batch), h.ours_discriminator_logits(out, batch)
@@ -164,7 +164,7 @@ def test_pytorch_bin_with_torch(tmp_path):
     torch.save(disc.state_dict(), str(d / "pytorch_model.bin"))
     h.write_vocab(d / "vocab.txt")
     out = str(tmp_path / "model")
-    assert convert_main(["--from", "hf", "--input", str(d), "--output", out]) == 0
+    assert convert_main(["--from", "hf", "--input", str(d), "--output_dir", out]) == 0
     batch = h.encode(h.SENTENCES)
     mask = batch["input_mask"].astype(bool)
     diff = np.abs(_torch_logits(torch, disc, batch) - h.ours_discriminator_logits(out, batch))[mask]

@@ -41,17 +41,17 @@ def test_scorer_on_a_missing_directory_says_it_does_not_exist(tmp_path):
 
 def test_convert_from_hf_given_a_hub_id_says_to_download_it_first(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert convert_main(["--from", "hf", "--input", HUB_ID, "--output", "models/electra"]) == 2
+    assert convert_main(["--from", "hf", "--input", HUB_ID, "--output_dir", "models/electra"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: --input '{HUB_ID}' does not exist; {DOWNLOAD}, then pass --input electra-small-discriminator"]
     assert not (tmp_path / "models").exists()
     # Not a hub id: the directory is simply missing.
-    assert convert_main(["--from", "keras_hub", "--input", "presets/a/b", "--output", "models/electra"]) == 2
+    assert convert_main(["--from", "keras_hub", "--input", "presets/a/b", "--output_dir", "models/electra"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: --input 'presets/a/b' does not exist; pass a keras-hub ElectraBackbone preset directory")
     # Nor is a missing folder inside an existing one (a typo in a local path).
     (tmp_path / "runs").mkdir()
-    assert convert_main(["--from", "hf", "--input", "runs/nope", "--output", "models/electra"]) == 2
+    assert convert_main(["--from", "hf", "--input", "runs/nope", "--output_dir", "models/electra"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: --input 'runs/nope' does not exist; pass a Hugging Face ELECTRA or BERT model directory "
         "(config.json + model.safetensors)")
@@ -68,7 +68,7 @@ def test_finetune_init_given_a_hub_id_says_to_download_and_convert_it(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         f"error: --init '{HUB_ID}' does not exist; {DOWNLOAD}, convert it with python -m electra_tf.convert "
-        f"--from hf --input electra-small-discriminator --output models/electra-small-discriminator, then pass "
+        f"--from hf --input electra-small-discriminator --output_dir models/electra-small-discriminator, then pass "
         f"--init models/electra-small-discriminator")
     assert not (tmp_path / "ft").exists()
 
@@ -76,12 +76,12 @@ def test_finetune_init_given_a_hub_id_says_to_download_and_convert_it(tmp_path):
 @pytest.mark.parametrize("fmt", ["keras_hub", "hf"])
 def test_finetune_init_on_a_preset_or_hf_directory_points_to_convert(tmp_path, model_dir, fmt):
     assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", fmt,
-                         "--output", str(tmp_path / "exported")]) == 0
+                         "--output_dir", str(tmp_path / "exported")]) == 0
     init = str(tmp_path / "exported") if fmt == "keras_hub" else str(tmp_path / "exported" / "discriminator")
     name = os.path.basename(init)
     what = "a keras-hub preset directory" if fmt == "keras_hub" else "a Hugging Face model directory"
     with pytest.raises(FinetuneError) as e:
         find_init_files(init, None, None)
     assert str(e.value) == (f"--init {init!r} is {what}, not a model directory of electra_tf; convert it first: "
-                            f"python -m electra_tf.convert --from {fmt} --input {init} --output models/{name}, "
+                            f"python -m electra_tf.convert --from {fmt} --input {init} --output_dir models/{name}, "
                             f"then pass --init models/{name}")

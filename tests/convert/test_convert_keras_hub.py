@@ -26,7 +26,7 @@ def model_dir(tmp_path_factory):
 def preset(model_dir, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("preset") / "electra_tiny")
     assert convert_main(["--from", "electra_tf", "--input", model_dir[0], "--to", "keras_hub",
-                         "--output", out]) == 0
+                         "--output_dir", out]) == 0
     return out
 
 
@@ -68,7 +68,7 @@ def test_import_preset(preset, tmp_path, model_dir):
     from electra_tf.models.saving import load_config, load_discriminator
 
     out = str(tmp_path / "model")
-    assert convert_main(["--from", "keras_hub", "--input", preset, "--output", out,
+    assert convert_main(["--from", "keras_hub", "--input", preset, "--output_dir", out,
                          "--hidden_act", "gelu_approximate"]) == 0
     assert absent_parts(out) == ["discriminator_head", "generator"]
     assert load_config(out).hidden_act == "gelu_approximate"
@@ -79,7 +79,7 @@ def test_import_preset(preset, tmp_path, model_dir):
     np.testing.assert_allclose(encoder(batch).numpy()[mask], _backbone_output(backbone, batch)[mask], atol=1e-5)
     # Default: the exact GELU of the original -> the original encoder back, bit for bit.
     out2 = str(tmp_path / "model_exact")
-    assert convert_main(["--from", "keras_hub", "--input", preset, "--output", out2]) == 0
+    assert convert_main(["--from", "keras_hub", "--input", preset, "--output_dir", out2]) == 0
     enc2, _, _ = load_discriminator(out2)
     orig, _, _ = load_discriminator(model_dir[0])
     np.testing.assert_array_equal(enc2(batch).numpy(), orig(batch).numpy())

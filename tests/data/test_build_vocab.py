@@ -93,7 +93,7 @@ def test_write_failure_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch
     # The vocabulary is written locally without TensorFlow: the disk fills as it is flushed.
     monkeypatch.setattr(os, "fsync", full_disk)
     out = tmp_path / "vocab.txt"
-    with pytest.raises(DataError, match=f"cannot write --output '{out}' \\(.*No space left on device\\); "
+    with pytest.raises(DataError, match=f"cannot write --output_file '{out}' \\(.*No space left on device\\); "
                                         f"free disk space or choose another path"):
         build_vocab([str(brown)], 200, str(out), sample_lines=200, log=lambda _: None)
     assert sorted(os.listdir(tmp_path)) == ["brown2.txt"]

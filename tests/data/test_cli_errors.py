@@ -109,8 +109,8 @@ def test_existing_shards_of_another_seq_length(inputs, tmp_path):
 
 def test_build_vocab_errors(inputs, tmp_path):
     _, brown, _ = inputs
-    proc = run_cli(VOCAB, f"--corpus={tmp_path / 'missing.txt'}", f"--output={tmp_path / 'v.txt'}")
+    proc = run_cli(VOCAB, f"--corpus={tmp_path / 'missing.txt'}", f"--output_file={tmp_path / 'v.txt'}")
     assert_one_error(proc, "missing.txt' matches no file")
-    proc = run_cli(VOCAB, f"--corpus={brown}", f"--output={tmp_path / 'no_dir' / 'v.txt'}")
+    proc = run_cli(VOCAB, f"--corpus={brown}", f"--output_file={tmp_path / 'no_dir' / 'v.txt'}")
     assert_one_error(proc, "is not a writable directory")
     assert not (tmp_path / "v.txt").exists()

@@ -38,7 +38,7 @@ def test_cased_finetune_exports_a_cased_classifier(tmp_path):
         [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--init", "random",
          "--config", os.path.join(ROOT, "configs", "tiny.json"), "--vocab_file", str(vocab),
          "--data_dir", _glue_sst2(str(tmp_path / "sst2")), "--output_dir", str(out),
-         "--max_seq_length", "16", "--batch_size", "8", "--max_steps", "2", "--nodo_lower_case"],
+         "--max_seq_length", "16", "--batch_size", "8", "--train_steps", "2", "--nodo_lower_case"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     seed_dir = out / "seed_1"

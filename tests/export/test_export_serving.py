@@ -24,7 +24,7 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def saved(model_dir, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("serving") / "electra" / "1")
-    assert export_main(["--model_dir", model_dir[0], "--output", out, "--kind", "discriminator"]) == 0
+    assert export_main(["--model_dir", model_dir[0], "--output_dir", out, "--kind", "discriminator"]) == 0
     return out
 
 
@@ -190,7 +190,7 @@ def test_pair_classifier_export(classifier_dir, tmp_path):
 
     path, model = classifier_dir
     out = str(tmp_path / "sm")
-    assert export_main(["--model_dir", path, "--output", out, "--kind", "classifier"]) == 0
+    assert export_main(["--model_dir", path, "--output_dir", out, "--kind", "classifier"]) == 0
     loaded = tf.saved_model.load(out)
     fn = loaded.signatures["serving_default"]
     assert set(fn.structured_input_signature[1]) == {"text_a", "text_b"}
@@ -209,8 +209,8 @@ def test_pair_classifier_export(classifier_dir, tmp_path):
 
 
 def test_cli_errors(tmp_path, model_dir, capsys):
-    assert export_main(["--model_dir", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
+    assert export_main(["--model_dir", str(tmp_path / "nope"), "--output_dir", str(tmp_path / "o")]) == 2
     assert "not a directory" in capsys.readouterr().err
-    assert export_main(["--model_dir", model_dir[0], "--output", str(tmp_path / "o"), "--kind",
+    assert export_main(["--model_dir", model_dir[0], "--output_dir", str(tmp_path / "o"), "--kind",
                         "classifier"]) == 2
     assert "classifier.json" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """Running `python -m electra_tf.finetune` and `python -m electra_tf.predict` in-process, as their
-`main` runs them (absl flags for finetune, argv for predict), with what they print."""
+`main(argv)` runs them (argv: the flags only), with what they print."""
 
 from __future__ import annotations
 
@@ -8,18 +8,10 @@ from typing import List, Tuple
 
 def finetune_main(capsys, args: List) -> Tuple[int, str, str]:
     """(exit code, stdout, stderr) of `python -m electra_tf.finetune <args>`."""
-    from absl import flags
-
     import electra_tf.finetune.__main__ as cli
 
     capsys.readouterr()
-    values = flags.FLAGS
-    values.unparse_flags()
-    try:
-        values(["electra_tf.finetune"] + [str(a) for a in args])
-        code = cli.main(["electra_tf.finetune"])
-    finally:
-        values.unparse_flags()
+    code = cli.main([str(a) for a in args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

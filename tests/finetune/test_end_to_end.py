@@ -64,7 +64,7 @@ def test_sst2_cli_two_seeds(sst2_model_files, sst2_dir, tmp_path):
     (["--task", "sst3"], "unknown --task 'sst3'"),
     (["--task", "sst2", "--init", "/nonexistent/run"], "--init '/nonexistent/run' does not exist"),
     (["--task", "sst2", "--data_dir", "/tmp"], "pass the GLUE task directory as --data_dir"),
-    (["--task", "sst2", "--seeds", "1,x"], "--seeds '1,x' must be comma-separated integers"),
+    (["--task", "sst2", "--seed", "1,x"], "--seed '1,x' must be comma-separated integers"),
 ])
 def test_cli_bad_inputs(sst2_model_files, sst2_dir, tmp_path, args, message):
     base = {"--task": "sst2", "--init": "random", "--config": f"{sst2_model_files}/config.json",

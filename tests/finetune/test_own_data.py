@@ -245,8 +245,8 @@ def test_cli_trains_predicts_and_exports_with_label_names(reviews, tmp_path):
     from electra_tf.export.__main__ import main as export_main
     from electra_tf.predict.__main__ import main as predict_main
 
-    assert predict_main(["--model_dir", str(out / "seed_1"), "--input", reviews["new"],
-                         "--output", str(tmp_path / "p.jsonl"), "--batch_size", "16"]) == 0
+    assert predict_main(["--model_dir", str(out / "seed_1"), "--input_file", reviews["new"],
+                         "--output_file", str(tmp_path / "p.jsonl"), "--batch_size", "16"]) == 0
     lines = [json.loads(l) for l in open(tmp_path / "p.jsonl", encoding="utf-8")]
     assert [l["id"] for l in lines] == [str(i) for i in range(40)]
     for line, test_row in zip(lines, test_rows):
@@ -255,10 +255,10 @@ def test_cli_trains_predicts_and_exports_with_label_names(reviews, tmp_path):
         assert line["predicted_label"] == max(line["probabilities"], key=line["probabilities"].get)
         assert line["predicted_label"] == test_row["prediction"]
     assert sum(line["truncated"] for line in lines) == cut["test"][0]
-    assert export_main(["--model_dir", str(out / "seed_1"), "--output", str(tmp_path / "serving" / "1"),
+    assert export_main(["--model_dir", str(out / "seed_1"), "--output_dir", str(tmp_path / "serving" / "1"),
                         "--kind", "classifier"]) == 0
-    assert predict_main(["--model_dir", str(tmp_path / "serving" / "1"), "--input", reviews["new"],
-                         "--output", str(tmp_path / "p.csv"), "--noprogress"]) == 0
+    assert predict_main(["--model_dir", str(tmp_path / "serving" / "1"), "--input_file", reviews["new"],
+                         "--output_file", str(tmp_path / "p.csv"), "--noprogress"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "p.csv", encoding="utf-8")))
     assert [row["predicted_label"] for row in rows] == [l["predicted_label"] for l in lines]
     assert [float(row["probability_positive"]) for row in rows] == pytest.approx(
@@ -285,7 +285,7 @@ def test_predict_says_which_rows_were_cut(reviews, tmp_path, capsys):
     model = clf.save(str(tmp_path / "seed_1"))
     mixed = shorten_every_other(reviews["rows"][400:440], words=4)
     new = write_csv(tmp_path / "mixed.csv", ["text", "label"], mixed)
-    code, out, err = predict_main(capsys, ["--model_dir", model, "--input", new, "--output", tmp_path / "p.jsonl",
+    code, out, err = predict_main(capsys, ["--model_dir", model, "--input_file", new, "--output_file", tmp_path / "p.jsonl",
                                            "--noprogress"])
     assert code == 0, err
     want = [cut_rows(reviews["vocab"], [t], 24) == 1 for t, _ in mixed]
@@ -312,7 +312,7 @@ def test_regression_reports_mse_beside_the_mean_and_keeps_labels_as_written(revi
     code, stdout, err = finetune_main(capsys, [
         "--init", "random", "--config", reviews["config"], "--vocab_file", reviews["vocab"], "--train_file", train,
         "--validation_file", dev, "--test_file", train, "--label_column", "score", "--output_dir", out,
-        "--max_seq_length", "32", "--max_steps", "3", "--save_every", "0"])
+        "--max_seq_length", "32", "--train_steps", "3", "--save_every", "0"])
     assert code == 0, err
     results = json.load(open(out / "results.json"))
     metrics = ["mse", "rmse", "pearson", "spearman", "mean_mse", "mean_rmse"]
@@ -386,7 +386,7 @@ def test_integer_ratings_are_classes_unless_label_type_says_regression(reviews, 
     ratings = sorted({int(y) for _, y in rated[:120]})
     assert len(ratings) >= 6  # 1-4 and 7-10: the dataset leaves out the neutral ones
     base = ["--init", "random", "--config", reviews["config"], "--vocab_file", reviews["vocab"], "--train_file",
-            train, "--validation_file", dev, "--label_column", "rating", "--max_seq_length", "16", "--max_steps", "1"]
+            train, "--validation_file", dev, "--label_column", "rating", "--max_seq_length", "16", "--train_steps", "1"]
 
     code, stdout, err = finetune_main(capsys, base + ["--output_dir", tmp_path / "classes"])
     assert code == 0, err
@@ -423,7 +423,7 @@ def test_rows_stream_without_reading_the_whole_file(tmp_path):
         f.write("id,text\n")
         for i in range(300_000):
             f.write(f"{i},review number {i} {os.urandom(8).hex()}\n")  # random: gzip cannot shrink it away
-    reader = TableReader(str(path), "--input")
+    reader = TableReader(str(path), "--input_file")
     batches = _batches(reader, "text", None, 64)
     first = next(batches)
     read, size = reader.progress()

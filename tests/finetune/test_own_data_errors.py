@@ -108,18 +108,18 @@ MESSAGES = {
                                     "electra_tf.scoring.Scorer)"),
     "predict-missing-model": (P, "error: <path> does not exist; pass a fine-tuning seed_<n>/ directory or a "
                                  "classifier SavedModel"),
-    "predict-missing-text-column": (P, "error: --input <path> has no column 'text' (the model was fine-tuned on "
+    "predict-missing-text-column": (P, "error: --input_file <path> has no column 'text' (the model was fine-tuned on "
                                        "it); its columns are: review; name the text column with --text_column"),
-    "predict-header-only": (P, "error: --input <path> holds a header but no rows; nothing to predict"),
-    "predict-output-exists": (P, "error: --output <path> exists; pass --overwrite or another path"),
-    "predict-output-is-a-directory": (P, "error: --output <path> is a directory; pass the path of the file to "
+    "predict-header-only": (P, "error: --input_file <path> holds a header but no rows; nothing to predict"),
+    "predict-output-exists": (P, "error: --output_file <path> exists; pass --overwrite or another path"),
+    "predict-output-is-a-directory": (P, "error: --output_file <path> is a directory; pass the path of the file to "
                                          "write"),
     "predict-bad-batch-size": (P, "error: --batch_size=0 must be a positive integer"),
     "predict-pair-column-for-a-single-text-model": (P, "error: --text_pair_column hypothesis: the model takes single "
                                                        "texts; leave it out"),
-    "predict-row-without-text": (P, "error: --input <path>:2: no text in column 'text'; fill it in or delete the row"),
-    "predict-blank-text": (P, "error: --input <path>:4: blank text in column 'text'; fill it in or delete the row"),
-    "predict-output-type": (P, "error: --output <path>: unknown file type '.txt'; name it .jsonl, .csv or .tsv"),
+    "predict-row-without-text": (P, "error: --input_file <path>:2: no text in column 'text'; fill it in or delete the row"),
+    "predict-blank-text": (P, "error: --input_file <path>:4: blank text in column 'text'; fill it in or delete the row"),
+    "predict-output-type": (P, "error: --output_file <path>: unknown file type '.txt'; name it .jsonl, .csv or .tsv"),
 }
 
 
@@ -309,7 +309,7 @@ def finetune_case(case, tmp, model_files):
 def predict_case(case, tmp, model_files, classifier_dir):
     out = tmp / "predictions.jsonl"
     new = write(tmp / "new.csv", "text\nsome new text\n")
-    args = ["--model_dir", classifier_dir, "--input", new, "--output", out]
+    args = ["--model_dir", classifier_dir, "--input_file", new, "--output_file", out]
     if case == "predict-not-a-classifier":
         args[1] = model_files  # config and vocabulary only: no classifier
     elif case == "predict-missing-model":

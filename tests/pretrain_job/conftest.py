@@ -58,7 +58,7 @@ def job_args(job_data):
     def make(model_dir, *extra):
         return [
             "--config", job_data["config"], "--data_dir", job_data["data_dir"],
-            "--vocab_file", job_data["vocab_file"], "--model_dir", str(model_dir),
+            "--vocab_file", job_data["vocab_file"], "--output_dir", str(model_dir),
             "--override", f"vocab_size={job_data['vocab_size']}", "--batch_size", "8",
             "--verbose", "0", *extra,
         ]

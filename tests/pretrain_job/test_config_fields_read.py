@@ -62,7 +62,7 @@ def test_every_config_field_is_read_by_the_code(reads, job_data, tmp_path):
     # Pre-training: its options and data, one training step, every objective's networks and FLOPs.
     opts = parse_args(["--config", job_data["config"], "--data_dir", job_data["data_dir"],
                        "--eval_data_dir", job_data["eval_dir"], "--vocab_file", job_data["vocab_file"],
-                       "--model_dir", str(tmp_path / "run"), "--strategy", "cpu",
+                       "--output_dir", str(tmp_path / "run"), "--strategy", "cpu",
                        "--override", f"vocab_size={job_data['vocab_size']}"])
     plan = validate_options(opts, log=lambda _: None)
     inputs = make_inputs(plan, opts, strategy=None, replicas=1, worker="main", excluded=[], data_seed=0,

@@ -109,7 +109,7 @@ def test_bad_data_and_vocab_flags(tmp_path, job_args, job_data, capsys):
 
 def test_cli_subprocess_bad_config_exits_nonzero_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "electra_tf.pretrain", "--config", "nope.json",
-                           "--data_dir", str(tmp_path), "--model_dir", str(tmp_path / "m")],
+                           "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "m")],
                           capture_output=True, text=True, timeout=120, env=subprocess_env())
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -140,7 +140,7 @@ def test_mirrored_cli_run_equals_single_device(tmp_path, job_args):
     # with steps_per_execution=2 a window cannot be shorter than 2 steps.
     common = ["--train_steps", "2", "--save_every", "2", "--log_every", "2",
               "--deterministic_data", "--override", "hidden_dropout_prob=0.0",
-              "--override", "attention_probs_dropout_prob=0.0", "--override", "num_warmup_steps=1"]
+              "--override", "attention_probs_dropout_prob=0.0", "--warmup_proportion", "0.5"]
     runs = {
         "one": run_pretraining(parse_args(job_args(tmp_path / "one", *common, "--strategy", "cpu"))),
         "two": run_pretraining(parse_args(job_args(tmp_path / "two", *common, "--strategy", "mirrored"))),
@@ -164,13 +164,15 @@ def test_evaluation_batches_hold_the_config_eval_batch_size(job_data):
     # ElectraConfig.eval_batch_size sizes the held-out batches (the training batch does not).
     from electra_tf.pretrain.data_setup import make_inputs
     from electra_tf.pretrain.options import validate_options
+    from electra_tf.training.distribution import split_batch
 
     opts = parse_args(["--config", job_data["config"], "--data_dir", job_data["data_dir"],
                        "--eval_data_dir", job_data["eval_dir"], "--vocab_file", job_data["vocab_file"],
-                       "--model_dir", "unused", "--override", f"vocab_size={job_data['vocab_size']}",
+                       "--output_dir", "unused", "--override", f"vocab_size={job_data['vocab_size']}",
                        "--override", "eval_batch_size=3", "--batch_size", "8", "--strategy", "cpu"])
     plan = validate_options(opts, log=lambda _: None)
-    inputs = make_inputs(plan, opts, strategy=None, replicas=1, worker="main", excluded=[], data_seed=0,
+    batch = split_batch(plan.batch_size, 1, 1, "the CPU", eval_global=plan.config.eval_batch_size)
+    inputs = make_inputs(plan, opts, strategy=None, batch=batch, worker="main", excluded=[], data_seed=0,
                          log=lambda _: None)
     train_batch, eval_batch = next(iter(inputs.train)), next(iter(inputs.eval))
     assert train_batch["input_ids"].shape[0] == 8 and eval_batch["input_ids"].shape[0] == 3

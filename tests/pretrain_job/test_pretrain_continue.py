@@ -76,9 +76,9 @@ def test_bad_continue_from_is_one_line_and_writes_nothing(tmp_path, job_args, ca
         args, expect = (job_args(model_dir, "--continue_from", str(first), "--train_steps", str(FIRST_STEPS)),
                         f"is at step {FIRST_STEPS}; pass --train_steps")
     elif case == "same_dir":
-        args, expect = job_args(first, "--continue_from", str(first)), "is --model_dir"
+        args, expect = job_args(first, "--continue_from", str(first)), "is --output_dir"
     else:
-        args, expect = ["--continue_from", str(first), "--model_dir", str(model_dir)], "needs --data_dir"
+        args, expect = ["--continue_from", str(first), "--output_dir", str(model_dir)], "needs --data_dir"
     code, _, err = _run(capsys, args)
     assert code != 0
     assert len(err) == 1 and expect in err[0] and "--continue_from" in err[0], err

@@ -1,4 +1,4 @@
-"""--init_from: a new run whose discriminator starts from a model directory (an earlier run's
+"""--init: a new run whose discriminator starts from a model directory (an earlier run's
 pretrained/, or a converted BERT encoder), with its shape and vocabulary; the parts the directory
 lacks start fresh, and config encoder_freeze_steps keeps the encoder as it was while they settle."""
 
@@ -27,15 +27,15 @@ def source_model(tmp_path_factory, job_data):
     """An earlier run's pretrained/ (6 steps of configs/tiny.json)."""
     run = tmp_path_factory.mktemp("source") / "run"
     args = ["--config", job_data["config"], "--data_dir", job_data["data_dir"], "--vocab_file", job_data["vocab_file"],
-            "--model_dir", str(run), "--override", f"vocab_size={job_data['vocab_size']}", "--batch_size", "8",
+            "--output_dir", str(run), "--override", f"vocab_size={job_data['vocab_size']}", "--batch_size", "8",
             "--verbose", "0", "--train_steps", "6", "--strategy", "cpu"]
     assert run_cli(parse_args(args)) == 0
     return run / "pretrained"
 
 
 def _init_args(job_data, model_dir, init, *extra):
-    return ["--config", job_data["config"], "--data_dir", job_data["data_dir"], "--init_from", str(init),
-            "--model_dir", str(model_dir), "--batch_size", "8", "--verbose", "0", "--strategy", "cpu",
+    return ["--config", job_data["config"], "--data_dir", job_data["data_dir"], "--init", str(init),
+            "--output_dir", str(model_dir), "--batch_size", "8", "--verbose", "0", "--strategy", "cpu",
             "--log_every", "1", *extra]
 
 
@@ -49,9 +49,9 @@ def test_frozen_encoder_keeps_the_source_weights_while_fresh_parts_train(tmp_pat
                                              "--override", "generator_hidden_size=0.25",
                                              "--override", "encoder_freeze_steps=100"))
     assert code == 0, err
-    assert "--init_from: discriminator loaded" in out
-    assert "--init_from: discriminator_head loaded" in out
-    assert "--init_from: generator fresh (generator_hidden_size 0.5 there, 0.25 here" in out
+    assert "--init: discriminator loaded" in out
+    assert "--init: discriminator_head loaded" in out
+    assert "--init: generator fresh (generator_hidden_size 0.5 there, 0.25 here" in out
     run = json.loads((out_dir / "run.json").read_text())
     assert run["init_from_parts"]["generator"].startswith("fresh")
     # No --vocab_file: the source's vocabulary is the run's.
@@ -75,7 +75,7 @@ def test_unfrozen_run_starts_from_the_source_and_moves(tmp_path, job_data, sourc
     code, out, err = _run(capsys, _init_args(job_data, out_dir, source_model, "--train_steps", "3",
                                              "--vocab_file", job_data["vocab_file"]))
     assert code == 0, err
-    assert "--init_from: generator loaded" in out  # same width as the source's: reused
+    assert "--init: generator loaded" in out  # same width as the source's: reused
     src, _ = load_encoder(str(source_model))
     new, _ = load_encoder(str(out_dir / "pretrained"))
     diffs = [float(np.max(np.abs(a - b))) for a, b in zip(_weights(src), _weights(new))]
@@ -120,14 +120,14 @@ def test_converted_bert_encoder_gets_a_fresh_generator_and_head(tmp_path, job_da
 
     bert, original = _bert_dir(tmp_path, job_data)
     converted = tmp_path / "converted"
-    assert convert_main(["--from", "hf", "--input", str(bert), "--output", str(converted)]) == 0
+    assert convert_main(["--from", "hf", "--input", str(bert), "--output_dir", str(converted)]) == 0
     capsys.readouterr()
     out_dir = tmp_path / "adapted"
     code, out, err = _run(capsys, _init_args(job_data, out_dir, converted, "--train_steps", "2",
                                              "--override", "encoder_freeze_steps=2"))
     assert code == 0, err
-    assert "--init_from: discriminator_head fresh (the model directory has none trained)" in out
-    assert "--init_from: generator fresh (the model directory has none trained)" in out
+    assert "--init: discriminator_head fresh (the model directory has none trained)" in out
+    assert "--init: generator fresh (the model directory has none trained)" in out
     enc, cfg = load_encoder(str(out_dir / "pretrained"))
     assert (cfg.embedding_size, cfg.hidden_size, cfg.num_hidden_layers) == (64, 64, 2)  # the checkpoint's shape
     for a, b in zip(_weights(original.discriminator), _weights(enc)):
@@ -138,15 +138,15 @@ def test_converted_bert_encoder_gets_a_fresh_generator_and_head(tmp_path, job_da
 def test_bad_init_from_is_refused_in_one_line(tmp_path, job_data, source_model, capsys, case):
     out_dir = tmp_path / "run"
     args = _init_args(job_data, out_dir, source_model, "--train_steps", "2")
-    want = {"no_data": "--init_from needs --data_dir", "with_continue": "pass one of them",
-            "not_a_model": "has no config.json", "other_vocab": "is not the vocabulary of --init_from",
+    want = {"no_data": "--init needs --data_dir", "with_continue": "pass one of them",
+            "not_a_model": "has no config.json", "other_vocab": "is not the vocabulary of --init",
             "gdes": "embedding_sharing=gdes"}[case]
     if case == "no_data":
-        args = ["--init_from", str(source_model), "--model_dir", str(out_dir)]
+        args = ["--init", str(source_model), "--output_dir", str(out_dir)]
     elif case == "with_continue":
         args += ["--continue_from", str(source_model.parent)]
     elif case == "not_a_model":
-        args[args.index("--init_from") + 1] = str(tmp_path)
+        args[args.index("--init") + 1] = str(tmp_path)
     elif case == "other_vocab":
         other = tmp_path / "vocab.txt"
         other.write_text(open(job_data["vocab_file"]).read() + "extra\n")

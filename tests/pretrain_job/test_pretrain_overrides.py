@@ -16,7 +16,7 @@ from electra_tf.pretrain.pretrain_job import run_pretraining
 def test_embedded_default_overrides_act(tmp_path):
     run_dir = tmp_path / "run"
     summary = run_pretraining(parse_args([
-        "--model_dir", str(run_dir), "--override", "num_train_steps=4", "--override", "train_batch_size=8",
+        "--output_dir", str(run_dir), "--override", "num_train_steps=4", "--override", "train_batch_size=8",
         "--override", "do_lower_case=false", "--override", "max_seq_length=32", "--save_every", "4",
         "--verbose", "0"]), log=lambda line: None)
     assert summary["step"] == 4  # not configs/tiny.json's 300
@@ -30,10 +30,10 @@ def test_embedded_default_overrides_act(tmp_path):
 
 
 def test_embedded_default_without_overrides_takes_the_config_values(tmp_path):
-    plan = validate_options(parse_args(["--model_dir", str(tmp_path / "run")]), log=lambda line: None)
+    plan = validate_options(parse_args(["--output_dir", str(tmp_path / "run")]), log=lambda line: None)
     assert (plan.train_steps, plan.batch_size) == (plan.config.num_train_steps, plan.config.train_batch_size)
     assert (plan.train_steps, plan.batch_size) == (300, 32)  # configs/tiny.json
-    plan = validate_options(parse_args(["--model_dir", str(tmp_path / "run"), "--train_steps", "7",
+    plan = validate_options(parse_args(["--output_dir", str(tmp_path / "run"), "--train_steps", "7",
                                         "--override", "num_train_steps=7"]), log=lambda line: None)
     assert plan.train_steps == 7 == plan.config.num_train_steps
 
@@ -51,6 +51,6 @@ def test_embedded_default_without_overrides_takes_the_config_values(tmp_path):
 ])
 def test_override_that_cannot_act_is_refused(tmp_path, capsys, args, message):
     run_dir = tmp_path / "run"
-    assert run_cli(parse_args(["--model_dir", str(run_dir), *args])) == 2
+    assert run_cli(parse_args(["--output_dir", str(run_dir), *args])) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
     assert not run_dir.exists()

@@ -110,21 +110,13 @@ class Ctx:
         err = self.capsys.readouterr().err
         return Outcome(code, _errors(err), absent or [], unchanged, before)
 
-    # ---- finetune (in-process: absl flags of the real CLI) ----------------------------
+    # ---- finetune (in-process: the CLI's own main(argv), absl flags) -------------------
     def finetune(self, args, absent=None, unchanged=None) -> Outcome:
-        from absl import flags
-
         import electra_tf.finetune.__main__ as cli
 
         before = snapshot(unchanged) if unchanged else None
         self.capsys.readouterr()
-        fv = flags.FLAGS
-        fv.unparse_flags()
-        try:
-            fv(["electra_tf.finetune"] + [str(a) for a in args])
-            code = cli.main(["electra_tf.finetune"])
-        finally:
-            fv.unparse_flags()
+        code = cli.main([str(a) for a in args])
         return Outcome(code, _errors(self.capsys.readouterr().err), absent or [], unchanged, before)
 
     def finetune_base(self, out, **changes):
@@ -213,7 +205,7 @@ class Ctx:
 def _job_args(job):
     def make(model_dir, *extra):
         return ["--config", job["config"], "--data_dir", job["data_dir"], "--vocab_file", job["vocab_file"],
-                "--model_dir", str(model_dir), "--override", f"vocab_size={job['vocab_size']}",
+                "--output_dir", str(model_dir), "--override", f"vocab_size={job['vocab_size']}",
                 "--batch_size", "8", "--verbose", "0", *extra]
     return make
 
@@ -257,9 +249,9 @@ def _(c):
 
 
 @entry("pretrain-override-malformed", P, "--override without '='",
-       "error: override 'learning_rate' must look like key=value, e.g. learning_rate=1e-4", 2)
+       "error: override 'mask_prob' must look like key=value, e.g. mask_prob=0.25", 2)
 def _(c):
-    return c.pretrain(_job_args(c.job)(c.tmp / "run", "--override", "learning_rate"), absent=[c.tmp / "run"])
+    return c.pretrain(_job_args(c.job)(c.tmp / "run", "--override", "mask_prob"), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-seq-length-mismatch", P, "shards of another sequence length than the config",
@@ -306,7 +298,7 @@ def _(c):
     return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--data_dir", copy), absent=[c.tmp / "run"])
 
 
-@entry("pretrain-model-dir-of-another-run", P, "--model_dir holding a run with other settings",
+@entry("pretrain-model-dir-of-another-run", P, "--output_dir holding a run with other settings",
        "error: <model_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
        "flags to resume it, or pass a new --model_dir", 2)
 def _(c):
@@ -332,7 +324,7 @@ def _foreign_checkpoint(c, run, hidden):
     return CheckpointManager(str(run / "checkpoints")).save(model, 2)
 
 
-@entry("pretrain-checkpoint-of-another-size", P, "a checkpoint of another model size in --model_dir",
+@entry("pretrain-checkpoint-of-another-size", P, "a checkpoint of another model size in --output_dir",
        "error: checkpoint <path> does not fit this model (<keras message>); it was written for another config: "
        "pass a new model directory, or delete the checkpoint", 2)
 def _(c):
@@ -385,8 +377,8 @@ def _(c):
     return c.pretrain(_job_args(c.job)(c.tmp / "run", "--strategy", "gpu"), absent=[c.tmp / "run"])
 
 
-@entry("pretrain-model-dir-not-writable", P, "--model_dir under a file (or a file, or /proc/x)",
-       "error: cannot write to --model_dir '<path>' (<reason>); choose a writable directory", 2)
+@entry("pretrain-model-dir-not-writable", P, "--output_dir under a file (or a file, or /proc/x)",
+       "error: cannot write to --output_dir '<path>' (<reason>); choose a writable directory", 2)
 def _(c):
     blocker = c.tmp / "a_file"
     blocker.write_text("x")
@@ -467,26 +459,26 @@ def _(c):
 @entry("vocab-corpus-matches-nothing", V, "--corpus glob that matches no file",
        "error: corpus path '<glob>' matches no file; check the path (files, directories or globs)", 2)
 def _(c):
-    return c.data_cli("build_vocab", f"--corpus={c.tmp / 'nope' / '*.txt'}", f"--output={c.tmp / 'v.txt'}",
+    return c.data_cli("build_vocab", f"--corpus={c.tmp / 'nope' / '*.txt'}", f"--output_file={c.tmp / 'v.txt'}",
                       absent=[c.tmp / "v.txt"])
 
 
-@entry("vocab-output-dir-missing", V, "--output in a directory that does not exist",
-       "error: cannot write --output '<path>': '<dir>' is not a writable directory; create it or choose another "
+@entry("vocab-output-dir-missing", V, "--output_file in a directory that does not exist",
+       "error: cannot write --output_file '<path>': '<dir>' is not a writable directory; create it or choose another "
        "path", 2)
 def _(c):
-    return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output={c.tmp / 'no_dir' / 'v.txt'}",
+    return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output_file={c.tmp / 'no_dir' / 'v.txt'}",
                       absent=[c.tmp / "no_dir"])
 
 
-@entry("vocab-output-is-a-directory", V, "--output naming an existing directory",
-       "error: cannot write --output '<path>': it is a directory; pass the path of the file to write, e.g. "
+@entry("vocab-output-is-a-directory", V, "--output_file naming an existing directory",
+       "error: cannot write --output_file '<path>': it is a directory; pass the path of the file to write, e.g. "
        "'<path>/vocab.txt'", 2)
 def _(c):
     out = c.tmp / "vocab_dir"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output={out}", unchanged=out,
+    return c.data_cli("build_vocab", f"--corpus={c.corpus()}", f"--output_file={out}", unchanged=out,
                       absent=[c.tmp / "vocab_dir.tmp"])
 
 
@@ -626,7 +618,7 @@ def _(c):
     broken = c.tmp / "broken"
     shutil.copytree(c.model_dir(), broken)
     export_helpers.tiny_config(hidden_size=64, intermediate_size=128).to_json(str(broken / "config.json"))
-    return c.export(["--model_dir", broken, "--output", c.tmp / "sm"], absent=[c.tmp / "sm"])
+    return c.export(["--model_dir", broken, "--output_dir", c.tmp / "sm"], absent=[c.tmp / "sm"])
 
 
 @entry("export-no-vocab", E, "a model directory without vocab.txt",
@@ -636,39 +628,39 @@ def _(c):
     bare = c.tmp / "bare"
     shutil.copytree(c.model_dir(), bare)
     (bare / "vocab.txt").unlink()
-    return c.export(["--model_dir", bare, "--output", c.tmp / "sm"], absent=[c.tmp / "sm"])
+    return c.export(["--model_dir", bare, "--output_dir", c.tmp / "sm"], absent=[c.tmp / "sm"])
 
 
 @entry("export-not-a-directory", E, "--model_dir that does not exist",
        "error: --model_dir '<path>' is not a directory; pass a model directory written by electra_tf (pretrain, "
        "convert) or a fine-tuning seed_<n>/ directory", 2)
 def _(c):
-    return c.export(["--model_dir", c.tmp / "nope", "--output", c.tmp / "sm"], absent=[c.tmp / "sm"])
+    return c.export(["--model_dir", c.tmp / "nope", "--output_dir", c.tmp / "sm"], absent=[c.tmp / "sm"])
 
 
-@entry("export-output-not-empty", E, "--output that already holds files",
+@entry("export-output-not-empty", E, "--output_dir that already holds files",
        "error: <path> exists and is not empty; pass --overwrite or a new version directory", 2)
 def _(c):
     out = c.tmp / "sm"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    return c.export(["--model_dir", c.model_dir(), "--output", out], unchanged=out)
+    return c.export(["--model_dir", c.model_dir(), "--output_dir", out], unchanged=out)
 
 
 @entry("export-classifier-files-missing", E, "--kind classifier on a directory without classifier.json",
        "error: <classifier.json> is missing; a classifier directory is written by electra_tf.finetune.modeling.classifier_dir.save_classifier "
        "(config.json, vocab.txt, classifier.weights.h5, classifier.json)", 2)
 def _(c):
-    return c.export(["--model_dir", c.model_dir(), "--output", c.tmp / "sm", "--kind", "classifier"],
+    return c.export(["--model_dir", c.model_dir(), "--output_dir", c.tmp / "sm", "--kind", "classifier"],
                     absent=[c.tmp / "sm"])
 
 
-@entry("export-output-not-writable", E, "--output that is a file (or under one, or /proc/x/1)",
-       "error: cannot write to --output '<path>' (<reason>); choose a writable directory", 2)
+@entry("export-output-not-writable", E, "--output_dir that is a file (or under one, or /proc/x/1)",
+       "error: cannot write to --output_dir '<path>' (<reason>); choose a writable directory", 2)
 def _(c):
     blocker = c.tmp / "a_file"
     blocker.write_text("x")
-    return c.export(["--model_dir", c.model_dir(), "--output", blocker / "1"], absent=[blocker / "1"])
+    return c.export(["--model_dir", c.model_dir(), "--output_dir", blocker / "1"], absent=[blocker / "1"])
 
 
 @entry("convert-hf-without-weights", C, "--from hf on a directory without model.safetensors",
@@ -678,7 +670,7 @@ def _(c):
     hf = c.tmp / "hf"
     hf.mkdir()
     (hf / "config.json").write_text(json.dumps({"model_type": "electra"}))
-    return c.convert(["--from", "hf", "--input", hf, "--output", c.tmp / "out"], absent=[c.tmp / "out"])
+    return c.convert(["--from", "hf", "--input", hf, "--output_dir", c.tmp / "out"], absent=[c.tmp / "out"])
 
 
 @entry("convert-checkpoint-of-another-model", C, "--from hf on a RoBERTa checkpoint",
@@ -693,7 +685,7 @@ def _(c):
     roberta.mkdir()
     (roberta / "config.json").write_text(json.dumps({"model_type": "roberta"}))
     hf.write_safetensors(str(roberta / "model.safetensors"), {"roberta.pooler.dense.bias": np.zeros(4, "float32")})
-    return c.convert(["--from", "hf", "--input", roberta, "--output", c.tmp / "out"], absent=[c.tmp / "out"])
+    return c.convert(["--from", "hf", "--input", roberta, "--output_dir", c.tmp / "out"], absent=[c.tmp / "out"])
 
 
 # =========================================================================== serving
@@ -802,19 +794,19 @@ def test_output_paths_are_checked_before_any_work(tool, kind, tmp_path, job_data
     c.sst2_model_files()  # inputs made first: only outputs are compared below
     before = sorted(p.name for p in tmp_path.iterdir())
     if tool == "pretrain":
-        outcome, flag = c.pretrain(_job_args(c.job)(bad)), "--model_dir"
+        outcome, flag = c.pretrain(_job_args(c.job)(bad)), "--output_dir"
     elif tool == "finetune":
         outcome, flag = c.finetune(c.finetune_base(bad)), "--output_dir"
     elif tool == "export":
-        outcome, flag = c.export(["--model_dir", c.model_dir(), "--output", bad]), "--output"
+        outcome, flag = c.export(["--model_dir", c.model_dir(), "--output_dir", bad]), "--output_dir"
     else:
         # /proc/vocab.txt, an existing directory, a path under a file
         target = {"proc": PROC / "vocab.txt", "file": tmp_path, "under-file": bad / "vocab.txt"}[kind]
         corpus = c.corpus()
         before = sorted(p.name for p in tmp_path.iterdir())
-        outcome = c.data_cli("build_vocab", f"--corpus={corpus}", f"--output={target}")
+        outcome = c.data_cli("build_vocab", f"--corpus={corpus}", f"--output_file={target}")
         assert outcome.code == 2 and len(outcome.lines) == 1, outcome.lines
-        assert outcome.lines[0].startswith(f"error: cannot write --output '{target}': "), outcome.lines
+        assert outcome.lines[0].startswith(f"error: cannot write --output_file '{target}': "), outcome.lines
         assert sorted(p.name for p in tmp_path.iterdir()) == before  # no <dir>.tmp left behind
         return
     assert outcome.code == 2, outcome.lines

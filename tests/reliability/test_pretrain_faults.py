@@ -132,7 +132,7 @@ def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoi
     ckpt4 = model_dir / "checkpoints" / "ckpt-00000004.weights.h5"
     assert err == [f"error: the training loss became nan at step 8; training stopped and nothing was saved "
                    f"after it (the last good checkpoint, kept: {ckpt4}); lower the learning rate "
-                   f"(--override learning_rate=...) or check the data, and start again in a new --model_dir"]
+                   f"(--learning_rate) or check the data, and start again in a new --output_dir"]
     assert "step 7/12" in out and "step 8/12 loss=nan" in out
     # Nothing was written after the NaN: the last good checkpoint is the latest and intact.
     assert _checkpoint_steps(model_dir) == [4]
@@ -160,8 +160,7 @@ def _datasets(group, prefix=""):
 def test_absurd_learning_rate_flag_stops_at_step_2_with_nothing_saved(tmp_path, job_args, capsys):
     model_dir = tmp_path / "run"
     args = job_args(model_dir, "--train_steps", "8", "--save_every", "4", "--log_every", "1",
-                    "--strategy", "cpu", "--override", "learning_rate=1e30", "--override",
-                    "num_warmup_steps=0")
+                    "--strategy", "cpu", "--learning_rate", "1e30", "--warmup_proportion", "0")
     code, _, err = _in_process(capsys, args)
     assert code == 2
     assert len(err) == 1 and err[0].startswith("error: the training loss became nan at step 2; "), err

@@ -1,9 +1,9 @@
 """The documented workflow on a pre-training run directory, as written.
 
     python -m electra_tf.pretrain --config configs/tiny.json --data_dir shards/ --vocab_file vocab.txt \\
-        --model_dir runs/x                      # vocab.txt smaller than the config's vocab_size
+        --output_dir runs/x                    # vocab.txt smaller than the config's vocab_size
     python -m electra_tf.finetune --task sst2 --init runs/x ...
-    python -m electra_tf.export --model_dir runs/x --output serving/x/1
+    python -m electra_tf.export --model_dir runs/x --output_dir serving/x/1
     Scorer("runs/x")
 
 The run directory holds its model in pretrained/: every reader finds it there and
@@ -28,8 +28,6 @@ def _errors(text):
 @pytest.mark.slow
 def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scorer(
         tmp_path, job_data, capsys, caplog):
-    from absl import flags
-
     import electra_tf.finetune.__main__ as finetune_cli
     from electra_tf.config import ElectraConfig
     from electra_tf.export.__main__ import main as export_main
@@ -44,7 +42,7 @@ def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scor
     capsys.readouterr()
     code = run_cli(parse_args([
         "--config", job_data["config"], "--data_dir", job_data["data_dir"], "--vocab_file",
-        job_data["vocab_file"], "--model_dir", str(run), "--train_steps", "2", "--save_every", "2",
+        job_data["vocab_file"], "--output_dir", str(run), "--train_steps", "2", "--save_every", "2",
         "--batch_size", "8", "--strategy", "cpu", "--verbose", "0"]))
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -53,15 +51,9 @@ def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scor
     assert json.loads((model / "config.json").read_text())["vocab_size"] == job_data["vocab_size"]
 
     # finetune --init <run dir>
-    fv = flags.FLAGS
-    fv.unparse_flags()
-    try:
-        fv(["electra_tf.finetune", "--task", "sst2", "--init", str(run), "--data_dir", str(SST2_DIR),
-            "--output_dir", str(tmp_path / "ft"), "--max_train_examples", "16", "--max_eval_examples", "8",
-            "--max_seq_length", "32", "--max_steps", "1"])
-        code = finetune_cli.main(["electra_tf.finetune"])
-    finally:
-        fv.unparse_flags()
+    code = finetune_cli.main([
+        "--task", "sst2", "--init", str(run), "--data_dir", str(SST2_DIR), "--output_dir", str(tmp_path / "ft"),
+        "--max_train_examples", "16", "--max_eval_examples", "8", "--max_seq_length", "32", "--train_steps", "1"])
     out, err = capsys.readouterr()
     assert code == 0, _errors(err)
     assert f"--init {run} is a pre-training run directory: using its model in {model}" in out.splitlines()
@@ -70,7 +62,7 @@ def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scor
 
     # export --model_dir <run dir>
     saved = tmp_path / "serving" / "electra" / "1"
-    code = export_main(["--model_dir", str(run), "--output", str(saved)])
+    code = export_main(["--model_dir", str(run), "--output_dir", str(saved)])
     _, err = capsys.readouterr()
     assert code == 0, _errors(err)
     assert err.splitlines() == [f"--model_dir {run} is a pre-training run directory: using its model in {model}"]

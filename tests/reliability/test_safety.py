@@ -52,7 +52,7 @@ def test_keras_hub_preset_naming_a_lambda_layer_is_refused_by_convert(code_carry
     for registered in ("keras>Lambda", "keras_hub>ElectraBackbone"):
         (preset / "config.json").write_text(json.dumps(dict(config, registered_name=registered)))
         (preset / "metadata.json").write_text(json.dumps({"keras_version": keras.__version__}))
-        assert convert_main(["--from", "keras_hub", "--input", str(preset), "--output",
+        assert convert_main(["--from", "keras_hub", "--input", str(preset), "--output_dir",
                              str(tmp_path / "out")]) == 2
         err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
         assert len(err) == 1 and err[0].startswith(f"error: {preset}: keras_hub ElectraBackbone.from_preset failed")
@@ -116,7 +116,7 @@ def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
     save_classifier(str(clf), model, config, os.path.join(model_dir, "vocab.txt"), ["negative", "positive"],
                     "sst2", pair=False, max_seq_length=20)
     saved = tmp_path / "serving" / "sst2" / "1"
-    assert export_main(["--model_dir", str(clf), "--output", str(saved), "--kind", "classifier"]) == 0
+    assert export_main(["--model_dir", str(clf), "--output_dir", str(saved), "--kind", "classifier"]) == 0
     needles = {str(tmp_path), str(clf), str(saved), os.getcwd(), str(REPO_ROOT), os.path.expanduser("~"),
                sys.prefix, model_dir}
     needles = {n.encode() for n in needles if len(n) > 4}

@@ -38,7 +38,8 @@ def _weights_in_dir(init: str) -> str:
         out = "models/" + os.path.basename(os.path.normpath(init))
         raise FinetuneError(
             f"--init {init!r} is {source[1]}, not a model directory of electra_tf; convert it first: "
-            f"python -m electra_tf.convert --from {source[0]} --input {init} --output {out}, then pass --init {out}")
+            f"python -m electra_tf.convert --from {source[0]} --input {init} --output_dir {out}, then pass "
+            f"--init {out}")
     raise FinetuneError(
         f"--init {init!r} holds no {' / '.join(INIT_FILES)} and no TF checkpoint; "
         f"pass the pre-training output directory or 'random'")
@@ -88,7 +89,7 @@ def find_init_files(init: str, config_flag: Optional[str],
             if hint:
                 name = init.split("/")[1]
                 raise FinetuneError(f"--init {init!r} does not exist; {hint}, convert it with python -m "
-                                    f"electra_tf.convert --from hf --input {name} --output models/{name}, "
+                                    f"electra_tf.convert --from hf --input {name} --output_dir models/{name}, "
                                     f"then pass --init models/{name}")
             raise FinetuneError(f"--init {init!r} does not exist; pass a pre-training run directory, "
                                 f"a .weights.h5 file, or 'random'")

@@ -44,7 +44,7 @@ from electra_tf.finetune.readers.text_files import TextFileError
 from electra_tf.finetune.readers.tokenization import encode_classification
 
 TASK_NAME = "own_data"
-SPLIT_SEED = 0  # --validation_split draws the same rows for every --seeds value
+SPLIT_SEED = 0  # --validation_split draws the same rows for every --seed value
 MAX_CLASSES_SHOWN = 12  # the summary line names at most this many classes
 
 # The metrics of one split, in table order: (key, header, kind); kind "percent" (a fraction shown
