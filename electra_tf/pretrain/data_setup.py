@@ -1,7 +1,7 @@
 """The data of a pre-training job: the embedded default's corpus, shard checks, the datasets.
 
     prepare_embedded_default(model_dir, config, log)  # sample corpus -> vocab.txt + shards
-    excluded, skipped = check_shards(plan, opts, per_replica, log)  # before anything is written
+    excluded, skipped = check_shards(plan, opts, batch, log)  # before anything is written
     inputs = make_inputs(plan, opts, ...)                 # (distributed) train / eval datasets
 """
 
@@ -17,6 +17,7 @@ from electra_tf.data.build_vocab import build_vocab
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
+from electra_tf.training.distribution import BatchSplit
 from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, SAMPLE_CORPUS,
                                          PretrainOptions, RunPlan, fail, read_json)
 
@@ -63,11 +64,10 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     return data_dir, eval_dir, vocab_file
 
 
-def check_shards(plan: RunPlan, opts: PretrainOptions, per_replica: int, log: Callable[[str], None],
-                 eval_per_replica: Optional[int] = None):
+def check_shards(plan: RunPlan, opts: PretrainOptions, batch: BatchSplit, log: Callable[[str], None]):
     """Validates the shards against the config (raises DataError before any write).
 
-    `per_replica` / `eval_per_replica`: the training / evaluation batch on one replica.
+    `batch`: the job's `BatchSplit`; every shard set must hold one replica's batch.
 
     Returns (excluded paths, skipped [(path, reason)]): the corrupt training shards
     left out with --skip_corrupt_shards.
@@ -80,11 +80,11 @@ def check_shards(plan: RunPlan, opts: PretrainOptions, per_replica: int, log: Ca
                 + "; ".join(f"{os.path.basename(p)} ({why})" for p, why in skipped))
     excluded = [p for p, _ in skipped]
     try:
-        pretraining_dataset(plan.data_dir, plan.config, per_replica, training=True, exclude=excluded)
+        pretraining_dataset(plan.data_dir, plan.config, batch.per_replica, training=True, exclude=excluded)
     except CorruptShardError as e:
         fail(f"{e}; or pass --skip_corrupt_shards to train without it")
     if plan.eval_dir:
-        pretraining_dataset(plan.eval_dir, plan.config, eval_per_replica or per_replica, training=False)
+        pretraining_dataset(plan.eval_dir, plan.config, batch.eval_per_replica or batch.per_replica, training=False)
     return excluded, skipped
 
 
@@ -95,12 +95,16 @@ class Inputs:
     eval_steps: Optional[int] = None  # batches per evaluation
 
 
-def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, replicas: int, worker: str,
+def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, batch: BatchSplit, worker: str,
                 excluded: List[str], data_seed: int, log: Callable[[str], None]) -> Inputs:
     """The training dataset (and the held-out one), distributed by `strategy` when it has
-    more than one replica or is not the plain CPU one."""
-    config, batch_size, data_dir, eval_dir = plan.config, plan.batch_size, plan.data_dir, plan.eval_dir
-    eval_batch_size = config.eval_batch_size  # global, like batch_size
+    more than one replica or is not the plain CPU one.
+
+    The reader is given the global batches of `batch`: with an input context, each
+    pipeline yields its replica's share (tf.distribute's rule), `batch.per_replica`.
+    """
+    config, data_dir, eval_dir = plan.config, plan.data_dir, plan.eval_dir
+    batch_size, eval_batch_size, replicas = batch.global_batch, batch.eval_global, batch.replicas
 
     def train_fn(context=None):
         if context is not None and context.num_input_pipelines > 1:

@@ -41,19 +41,6 @@ from electra_tf.training.shared_flags import PRECISION_POLICIES
 from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy, settings_conflicts
 
 
-def _check_batch_split(batch_size: int, replicas: int, grad_accum_steps: int, strategy_text: str) -> int:
-    """The per-replica batch; fails unless the global batch splits over replicas and micro-batches."""
-    if batch_size % replicas:
-        fail(f"--batch_size={batch_size} (global) is not divisible by the {replicas} replicas of "
-             f"{strategy_text}; use a multiple of {replicas}")
-    per_replica = batch_size // replicas
-    if per_replica % grad_accum_steps:
-        fail(f"the per-replica batch {per_replica} is not divisible by --grad_accum_steps="
-             f"{grad_accum_steps}; use a --batch_size that is a multiple of "
-             f"{replicas * grad_accum_steps}")
-    return per_replica
-
-
 def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> None:
     if previous is None:
         return
@@ -87,7 +74,12 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     chief = distribution.is_chief(strategy)
     worker = distribution.worker_label(strategy)
     replicas = strategy.num_replicas_in_sync
-    per_replica = _check_batch_split(batch_size, replicas, opts.grad_accum_steps, strategy_text)
+    # The batch goes down from here: global -> per replica (the data) -> micro-batches (the train step).
+    try:
+        batch = distribution.split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text,
+                                         eval_global=plan.config.eval_batch_size if plan.eval_dir else None)
+    except distribution.StrategyError as e:
+        fail(str(e))
 
     # ---- 3. the run directory ---------------------------------------------------
     settings = {
@@ -110,14 +102,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     config = plan.config
     special = special_token_ids(plan.vocab_file)
-    eval_per_replica = None
-    if plan.eval_dir:
-        if config.eval_batch_size % replicas:
-            fail(f"the config's eval_batch_size={config.eval_batch_size} (global) is not divisible by the "
-                 f"{replicas} replicas of {strategy_text}; add --override eval_batch_size=<a multiple of "
-                 f"{replicas}>")
-        eval_per_replica = config.eval_batch_size // replicas
-    excluded, skipped = check_shards(plan, opts, per_replica, log, eval_per_replica)
+    excluded, skipped = check_shards(plan, opts, batch, log)
 
     # ---- 4. model, optimizer, restore -----------------------------------------
     policy = PRECISION_POLICIES[opts.mixed_precision]
@@ -171,7 +156,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
         # ---- 5. data ----------------------------------------------------------
         data_seed = config.seed + start_step  # a resumed run does not replay the first batches
-        inputs = make_inputs(plan, opts, strategy, replicas, worker, excluded, data_seed, log)
+        inputs = make_inputs(plan, opts, strategy, batch, worker, excluded, data_seed, log)
         evaluate = None
         if inputs.eval is not None:
 
@@ -181,7 +166,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         # ---- 6. fit: the one training loop --------------------------------------
         has_eval = bool(plan.eval_dir)
         trainer = Trainer(
-            checkpoints, train_steps=train_steps, global_batch_size=batch_size, save_every=plan.save_every,
+            checkpoints, train_steps=train_steps, global_batch_size=batch.global_batch, save_every=plan.save_every,
             log_every=plan.log_every, eval_every=plan.eval_every if has_eval else None, evaluate=evaluate,
             tensorboard_dir=os.path.join(model_dir, TENSORBOARD_DIR), chief=chief, log=log,
             checks=[DiscriminatorCollapseDetector()], verbose=keras_verbose(opts.verbose),

@@ -17,6 +17,7 @@ one per device set.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -198,3 +199,46 @@ def worker_label(strategy) -> str:
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver is not None:
         return f"{resolver.task_type}:{resolver.task_id}"
     return "main"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSplit:
+    """How one global batch is spread: over replicas, then over micro-batches on a replica.
+
+    Computed once by a job from its global --batch_size and handed down: the data
+    pipeline reads `per_replica`, the train step cuts it into `grad_accum_steps`
+    micro-batches of `micro`, the logs count `global_batch`.
+    """
+    global_batch: int
+    replicas: int
+    per_replica: int
+    grad_accum_steps: int
+    micro: int
+    eval_global: Optional[int] = None
+    eval_per_replica: Optional[int] = None
+
+
+def split_batch(global_batch: int, replicas: int, grad_accum_steps: int, strategy_text: str,
+                eval_global: Optional[int] = None) -> BatchSplit:
+    """The `BatchSplit` of a global batch (and an evaluation batch, also global).
+
+    Raises:
+      StrategyError: a batch that does not split evenly, naming the flag and a size that does.
+    """
+    if global_batch % replicas:
+        raise StrategyError(f"--batch_size={global_batch} (global) is not divisible by the {replicas} replicas "
+                            f"of {strategy_text}; use a multiple of {replicas}")
+    per_replica = global_batch // replicas
+    if per_replica % grad_accum_steps:
+        raise StrategyError(f"the per-replica batch {per_replica} is not divisible by --grad_accum_steps="
+                            f"{grad_accum_steps}; use a --batch_size that is a multiple of "
+                            f"{replicas * grad_accum_steps}")
+    eval_per_replica = None
+    if eval_global is not None:
+        if eval_global % replicas:
+            raise StrategyError(f"the config's eval_batch_size={eval_global} (global) is not divisible by the "
+                                f"{replicas} replicas of {strategy_text}; add --override eval_batch_size=<a "
+                                f"multiple of {replicas}>")
+        eval_per_replica = eval_global // replicas
+    return BatchSplit(global_batch, replicas, per_replica, grad_accum_steps, per_replica // grad_accum_steps,
+                      eval_global, eval_per_replica)
