@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional
 import keras
 import numpy as np
 
+from electra_tf.finetune import size_defaults as sizes
 from electra_tf.finetune.settings import Settings
 from electra_tf.finetune.training_setup import make_dataset
 
@@ -51,10 +52,6 @@ class TaskData:
         return len(self.train_x["input_ids"])
 
 
-# Model sizes (config model_size) small enough to pre-train on a CPU; see reference_hparams.
-CPU_SIZES = ("tiny", "cpu_demo", "mini")
-
-
 class FinetuneTask(abc.ABC):
     """One fine-tuning task: its data, model, loss, evaluation and export.
 
@@ -70,8 +67,8 @@ class FinetuneTask(abc.ABC):
       reference_max_seq_length: the reference's sequence length.
       table_scale: factor the results table applies to metrics (100: they
         are fractions and shown as percent).
-      cpu_epochs: epochs for the CPU-sized models (`CPU_SIZES`); None: the
-        reference's.
+      cpu_epochs: epochs for the sizes pre-trained on a CPU (those whose
+        `size_defaults.SizeDefaults` say `cpu_epochs`); None: the reference's.
     """
 
     reference_epochs: float = 3.0
@@ -88,30 +85,25 @@ class FinetuneTask(abc.ABC):
     @staticmethod
     def size_defaults(model_size: str) -> Dict[str, object]:
         """The learning rate and pooling a classifier of this model size starts from."""
-        if model_size in CPU_SIZES:
-            return {"learning_rate": 1e-3, "pooling": "mean"}
-        return {"learning_rate": 5e-5 if model_size == "large" else 1e-4, "pooling": "cls"}
+        defaults = sizes.for_size(model_size)
+        return {"learning_rate": defaults.learning_rate, "pooling": defaults.pooling}
 
     def reference_hparams(self, model_size: str) -> Dict[str, object]:
         """Default fine-tuning settings for a model size.
 
-        The paper's sizes get the reference's (google-research/electra
-        configure_finetuning.py): lr 1e-4 with layer-wise decay 0.8 (large:
-        5e-5, 0.9), the task's epochs, the [CLS] vector. The sizes that are
-        pre-trained on a CPU (`CPU_SIZES`) get the recipe chosen on the dev
-        sets of docs/domain_study.md: from a few thousand rows their
-        encoders need a larger learning rate, no decay, more epochs, and the
-        mean of the token vectors, whether pre-trained or not.
+        The size's row of `electra_tf.finetune.size_defaults` (the paper's
+        sizes: the reference's recipe; the sizes pre-trained on a CPU: the
+        recipe docs/domain_study.md chose) with this task's sequence length
+        and epochs.
 
         Args:
           model_size: the config's model_size (small, base, large, tiny, ...;
             anything else: as base).
         """
-        defaults = dict(self.size_defaults(model_size), max_seq_length=self.reference_max_seq_length)
-        if model_size in CPU_SIZES:
-            return dict(defaults, layerwise_lr_decay=1.0, epochs=self.cpu_epochs or self.reference_epochs)
-        return dict(defaults, layerwise_lr_decay=0.9 if model_size == "large" else 0.8,
-                    epochs=self.reference_epochs)
+        defaults = sizes.for_size(model_size)
+        epochs = (self.cpu_epochs or self.reference_epochs) if defaults.cpu_epochs else self.reference_epochs
+        return dict(self.size_defaults(model_size), max_seq_length=self.reference_max_seq_length,
+                    layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs)
 
     @abc.abstractmethod
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
