@@ -51,7 +51,7 @@ say() { echo "[adapt_demo $(date +%H:%M:%S)] $*"; }
 
 if [ ! -f "$OUT/encoder/conversion.json" ]; then
     say "1/5 importing $ENCODER"
-    python -m electra_tf.convert --from hf --input "$ENCODER" --output "$OUT/encoder"
+    python -m electra_tf.convert --from hf --input "$ENCODER" --output_dir "$OUT/encoder"
 fi
 if [ ! -f "$OUT/shards/manifest.json" ]; then
     say "2/5 building pre-training shards ($SEQ tokens) with the encoder's vocabulary"
@@ -59,10 +59,11 @@ if [ ! -f "$OUT/shards/manifest.json" ]; then
         --output_dir "$OUT/shards" --max_seq_length "$SEQ" --num_shards 8 --num_processes 2 --progress=false
 fi
 warm=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
+warm_fraction=$(awk -v w="$warm" -v s="$STEPS" 'BEGIN { printf "%.10g", w / s }')  # --warmup_proportion: $warm steps
 say "3/5 continuing pre-training with ELECTRA for $STEPS steps (resumes if interrupted)"
-python -m electra_tf.pretrain --config configs/continue.json --init_from "$OUT/encoder" --data_dir "$OUT/shards" \
-    --model_dir "$OUT/adapted" --train_steps "$STEPS" --override max_seq_length="$SEQ" \
-    --override num_warmup_steps="$warm" --override encoder_freeze_steps="$warm" --verbose 0 ${PRETRAIN_FLAGS:-}
+python -m electra_tf.pretrain --config configs/continue.json --init "$OUT/encoder" --data_dir "$OUT/shards" \
+    --output_dir "$OUT/adapted" --train_steps "$STEPS" --override max_seq_length="$SEQ" \
+    --warmup_proportion "$warm_fraction" --override encoder_freeze_steps="$warm" --verbose 0 ${PRETRAIN_FLAGS:-}
 
 eval_args=()
 if [ -n "${VALIDATION_FILE:-}" ]; then
@@ -82,7 +83,7 @@ for init in adapted as_is; do
     src="$OUT/adapted"
     [ "$init" = as_is ] && src="$OUT/encoder"
     python -m electra_tf.finetune --init "$src" --train_file "$LABELLED" --max_train_examples "$LABELS" \
-        "${eval_args[@]}" "${col_args[@]}" --max_seq_length "$SEQ" --seeds "$SEEDS" --epochs "$EPOCHS" \
+        "${eval_args[@]}" "${col_args[@]}" --max_seq_length "$SEQ" --seed "$SEEDS" --epochs "$EPOCHS" \
         --learning_rate 5e-5 --batch_size 16 --pooling mean --layerwise_lr_decay 1.0 --warmup_proportion 0.1 \
         --save_every 0 --output_dir "$dir"
 done
@@ -90,9 +91,9 @@ done
 say "5/5 labelling rows with the adapted classifier and exporting it for TF Serving"
 seed=${SEEDS%%,*}
 PREDICT_FILE=${PREDICT_FILE:-${VALIDATION_FILE:-$LABELLED}}
-python -m electra_tf.predict --model_dir "$OUT/finetune/adapted/seed_$seed" --input "$PREDICT_FILE" \
-    --output "$OUT/predictions.jsonl" --overwrite "${text_args[@]}" --noprogress
-python -m electra_tf.export --model_dir "$OUT/finetune/adapted/seed_$seed" --output "$OUT/serving/1" \
+python -m electra_tf.predict --model_dir "$OUT/finetune/adapted/seed_$seed" --input_file "$PREDICT_FILE" \
+    --output_file "$OUT/predictions.jsonl" --overwrite "${text_args[@]}" --noprogress
+python -m electra_tf.export --model_dir "$OUT/finetune/adapted/seed_$seed" --output_dir "$OUT/serving/1" \
     --kind classifier --overwrite
 
 python - "$OUT" <<'EOF'

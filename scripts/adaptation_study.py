@@ -2,7 +2,7 @@
 
 The study behind docs/adaptation_study.md. A public English encoder (BERT architecture,
 `../shared/data/encoders/all-MiniLM-L6-v2`) is imported with `convert --from hf`, then
-pre-trained further with `pretrain --init_from` on IMDB review text:
+pre-trained further with `pretrain --init` on IMDB review text:
 
 - domain-adaptive (`electra_domain`): ELECTRA on the IMDB corpus (50,000 unlabelled reviews and
   the 20,000 training reviews' text; never the scored dev reviews);
@@ -57,7 +57,8 @@ RUNS = {
     # this encoder is 1/1.51 of an ELECTRA step with its 1/4-wide generator), the same recipe: its
     # fresh masked-LM head at the full rate, the encoder at 0.1x after a frozen warm-up.
     "mlm_domain": dict(data="shards_imdb", steps=272, save=272,
-                       overrides=("objective=mlm", "num_warmup_steps=27", "encoder_freeze_steps=27")),
+                       overrides=("objective=mlm", "encoder_freeze_steps=27"),
+                       flags=("--warmup_proportion", "0.1")),  # 27 of the 272 steps
 }
 # Labelled sets: name -> (directory under work, rows of imdb/train.tsv.gz or None for SST-2).
 TASKS = {"imdb500": 500, "imdb2000": 2000, "sst2_2000": None}
@@ -114,7 +115,7 @@ def prepare(work: Path) -> None:
     py = sys.executable
     model = work / "minilm"
     if not (model / "conversion.json").is_file():
-        run([py, "-m", "electra_tf.convert", "--from", "hf", "--input", str(ENCODER), "--output", str(model)],
+        run([py, "-m", "electra_tf.convert", "--from", "hf", "--input", str(ENCODER), "--output_dir", str(model)],
             work / "prepare.log")
     vocab = model / "vocab.txt"
     train = read_rows(SHARED / "imdb" / "train.tsv.gz", 2000)
@@ -144,11 +145,12 @@ def pretrain(work: Path, name: str, cells: Dict[str, dict]) -> None:
     spec = RUNS[name]
     run_dir = work / "pretrain" / name
     cmd = [sys.executable, "-m", "electra_tf.pretrain", "--config", "configs/continue.json",
-           "--init_from", str(work / "minilm"), "--data_dir", str(work / spec["data"]),
-           "--model_dir", str(run_dir), "--train_steps", str(spec["steps"]), "--save_every", str(spec["save"]),
+           "--init", str(work / "minilm"), "--data_dir", str(work / spec["data"]),
+           "--output_dir", str(run_dir), "--train_steps", str(spec["steps"]), "--save_every", str(spec["save"]),
            "--keep_checkpoints", "8", "--log_every", "20", "--verbose", "0"]
     for item in spec["overrides"]:
         cmd += ["--override", item]
+    cmd += list(spec.get("flags", ()))
     log(f"pre-training {name}: {spec['steps']} steps")
     seconds = run(cmd, work / "pretrain" / f"{name}.log")
     from electra_tf.config import ElectraConfig
@@ -198,7 +200,7 @@ def finetune(work: Path, init: str, task: str, seq: int, cells: Dict[str, dict])
     out = work / "finetune" / f"{init.replace('@', '_')}_{task}_{seq}"
     data = SHARED / "glue" / "SST-2" if task == "sst2_2000" else work / task
     cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2", "--data_dir", str(data),
-           "--seeds", SEEDS, "--max_seq_length", str(seq), "--save_every", "0", "--output_dir", str(out)]
+           "--seed", SEEDS, "--max_seq_length", str(seq), "--save_every", "0", "--output_dir", str(out)]
     for flag, value in RECIPE.items():  # the same for every init, random included
         cmd += [f"--{flag}", value]
     if task == "sst2_2000":

@@ -42,7 +42,7 @@ fi
 # 2. WordPiece vocabulary (8,000 pieces).
 extra=${EXTRA_CORPUS:+,$EXTRA_CORPUS}
 [ -f "$out/vocab.txt" ] || python -m electra_tf.data.build_vocab --corpus "$corpus/*.txt$extra" \
-    --vocab_size 8000 --sample_lines 0 --output "$out/vocab.txt"
+    --vocab_size 8000 --sample_lines 0 --output_file "$out/vocab.txt"
 
 # 3. Shards: ~21,000 training sequences (without EXTRA_CORPUS) of 64 tokens, 207 held out (a re-run repairs or skips).
 python -m electra_tf.data.build_pretraining_data \
@@ -55,5 +55,5 @@ python -m electra_tf.data.build_pretraining_data --corpus "$out/heldout.txt" \
 
 # 4. Pre-training: 20,000 steps of batch 32, held-out evaluation every 1,000 steps.
 python -m electra_tf.pretrain --config configs/cpu_demo.json --data_dir "$out/shards" \
-    --vocab_file "$out/vocab.txt" --eval_data_dir "$out/heldout_shards" --model_dir "$out/run" \
+    --vocab_file "$out/vocab.txt" --eval_data_dir "$out/heldout_shards" --output_dir "$out/run" \
     --save_every 1000 --eval_every 1000 --eval_steps 20 --log_every 250 "$@"

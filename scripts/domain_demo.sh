@@ -46,7 +46,7 @@ say() { echo "[domain_demo $(date +%H:%M:%S)] $*"; }
 
 if [ ! -f "$OUT/vocab.txt" ]; then
     say "1/4 learning a $VOCAB_SIZE-piece WordPiece vocabulary from $CORPUS"
-    python -m electra_tf.data.build_vocab --corpus "$CORPUS" --vocab_size "$VOCAB_SIZE" --output "$OUT/vocab.txt"
+    python -m electra_tf.data.build_vocab --corpus "$CORPUS" --vocab_size "$VOCAB_SIZE" --output_file "$OUT/vocab.txt"
 fi
 if [ ! -f "$OUT/shards/manifest.json" ]; then
     say "2/4 building pre-training shards ($SEQ tokens)"
@@ -55,8 +55,9 @@ if [ ! -f "$OUT/shards/manifest.json" ]; then
 fi
 say "3/4 pre-training $CONFIG for $STEPS steps (resumes if interrupted)"
 python -m electra_tf.pretrain --config "$CONFIG" --data_dir "$OUT/shards" --vocab_file "$OUT/vocab.txt" \
-    --model_dir "$OUT/pretrain" --train_steps "$STEPS" --override max_seq_length="$SEQ" \
-    --override num_warmup_steps=$((STEPS / 10)) --override vocab_size="$(wc -l < "$OUT/vocab.txt")" --verbose 0 \
+    --output_dir "$OUT/pretrain" --train_steps "$STEPS" --override max_seq_length="$SEQ" \
+    --warmup_proportion "$(awk -v s="$STEPS" 'BEGIN { printf "%.10g", int(s / 10) / s }')" \
+    --override vocab_size="$(wc -l < "$OUT/vocab.txt")" --verbose 0 \
     ${PRETRAIN_FLAGS:-}
 
 eval_args=()
@@ -79,7 +80,7 @@ for n in $LABELS; do
             init_args=(--init random --config "$OUT/pretrain/pretrained/config.json" --vocab_file "$OUT/vocab.txt")
         fi
         python -m electra_tf.finetune "${init_args[@]}" --train_file "$LABELLED" --max_train_examples "$n" \
-            "${eval_args[@]}" --max_seq_length "$SEQ" --seeds "$SEEDS" --save_every 0 --output_dir "$dir"
+            "${eval_args[@]}" --max_seq_length "$SEQ" --seed "$SEEDS" --save_every 0 --output_dir "$dir"
     done
 done
 

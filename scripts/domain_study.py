@@ -94,7 +94,7 @@ def prepare(work: Path, seqs=(64, 128)) -> Dict[str, Path]:
     vocab = work / "vocab.txt"
     if not vocab.is_file():
         run([py, "-m", "electra_tf.data.build_vocab", "--corpus", ",".join(map(str, CORPUS)),
-             "--vocab_size", str(VOCAB_SIZE), "--output", str(vocab)], work / "prepare.log")
+             "--vocab_size", str(VOCAB_SIZE), "--output_file", str(vocab)], work / "prepare.log")
     for seq in seqs:
         out = work / f"shards{seq}"
         if not (out / "manifest.json").is_file():
@@ -136,7 +136,7 @@ def pretrain(work: Path, rung: ladder.Rung, data: Dict[str, Path], cells: Dict[s
     rdir = work / "rungs" / rung.name
     cmd = [sys.executable, "-m", "electra_tf.pretrain", "--config", str(config),
            "--data_dir", str(work / f"shards{rung.seq}"), "--vocab_file", str(data["vocab"]),
-           "--model_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
+           "--output_dir", str(rdir / "run"), "--train_steps", str(rung.steps), "--verbose", "0",
            "--save_every", "1000", *extra_flags]
     start_seconds = start_steps = 0
     if rung.continue_from:
@@ -174,7 +174,7 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     r = ladder.RECIPES[recipe]
     cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2",
            "--data_dir", str(data[ladder.task_data(task)]),
-           "--init", init, "--vocab_file", str(data["vocab"]), "--seeds", SEEDS,
+           "--init", init, "--vocab_file", str(data["vocab"]), "--seed", SEEDS,
            "--max_seq_length", str(ladder.task_seq(task)), "--batch_size", "32",
            "--layerwise_lr_decay", str(r["layerwise_lr_decay"]),
            "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),

@@ -31,7 +31,7 @@ if [ "$vocab_only" = 1 ]; then
     # Build only the vocabulary (lets the random-init rows start before pre-training ends).
     [ -f "$out/vocab.txt" ] || python -m electra_tf.data.build_vocab \
         --corpus "$corpus/*.txt,$out/sst2_train_sentences.txt" --vocab_size 8000 --sample_lines 0 \
-        --output "$out/vocab.txt"
+        --output_file "$out/vocab.txt"
     exit 0
 fi
 
@@ -40,7 +40,7 @@ finetune() {  # finetune NAME INIT_FLAGS... ; recipe shared by both rows
     for proto in 2k full; do
         [ -f "$out/ft_${name}_$proto/results.json" ] && continue
         if [ $proto = 2k ]; then p="--max_train_examples 2000 --epochs 5"; else p="--epochs 2"; fi
-        python -m electra_tf.finetune --task sst2 --data_dir "$sst2" --seeds 1,2,3 \
+        python -m electra_tf.finetune --task sst2 --data_dir "$sst2" --seed 1,2,3 \
             --max_seq_length 64 --batch_size 32 --learning_rate 1e-3 --layerwise_lr_decay 1.0 \
             $p "$@" --output_dir "$out/ft_${name}_$proto" --log_every 1000
     done

@@ -1,7 +1,7 @@
 """.gitignore covers what the documented commands write into the checkout, and hides no tracked file.
 
-The paths come from the command blocks of README.md and docs/*.md themselves (`--output`,
-`--output_dir`, `--model_dir`, `--input`, ... followed by a relative path), so a command added to the
+The paths come from the command blocks of README.md and docs/*.md themselves (`--output_dir`,
+`--output_file`, `--model_dir`, `--input_file`, ... followed by a relative path), so a command added to the
 docs with a new output folder fails here until .gitignore names it.
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-FLAGS = ("output", "output_dir", "model_dir", "local-dir", "input", "generator_input", "eval_data_dir")
+FLAGS = ("output", "output_dir", "output_file", "model_dir", "local-dir", "input", "input_file", "generator_input",
+         "eval_data_dir")
 FLAG_PATH = re.compile(r"--(" + "|".join(map(re.escape, FLAGS)) + r")[ =]+([^\s'\"`\\\[\]]+)")
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(),

@@ -25,14 +25,14 @@ SKIPPED = {
     "python -m pytest -n 2 tests":
         "the test command itself",
     "python -m electra_tf.pretrain --config configs/small.json --data_dir shards/ --vocab_file vocab.txt \\\n"
-    "    --model_dir runs/small":
+    "    --output_dir runs/small":
         "ELECTRA-Small's 1,000,000 steps take days; the default run and the Python API snippet train the same "
         "code on these shards",
-    "python -m electra_tf.convert --from hf --input electra-small-discriminator/ --output models/electra":
+    "python -m electra_tf.convert --from hf --input electra-small-discriminator/ --output_dir models/electra":
         "needs released weights downloaded from the Hugging Face Hub (no network in tests; "
         "tests/convert converts locally built checkpoints of each format)",
-    "python -m electra_tf.pretrain --config configs/continue.json --init_from models/minilm \\\n"
-    "    --data_dir shards_minilm/ --model_dir runs/adapted --train_steps 720":
+    "python -m electra_tf.pretrain --config configs/continue.json --init models/minilm \\\n"
+    "    --data_dir shards_minilm/ --output_dir runs/adapted --train_steps 720":
         "720 steps of the 22.7M-parameter encoder take about an hour on 2 cores; "
         "tests/pretrain_job/test_pretrain_init_from.py and tests/study/test_adapt_demo.py run the same path",
     "docker run --rm -p 8501:8501 -v $PWD/serving/electra:/models/electra -e MODEL_NAME=electra "
