@@ -233,7 +233,7 @@ def tfidf(work: Path, task: str, seq: int, cells: Dict[str, dict]) -> dict:
     key = f"tfidf:{task}:{seq}"
     if key in cells:
         return cells[key]
-    from electra_tf.baselines import tfidf_logistic_regression, truncate_to_tokens
+    from scripts.study_lib.baselines import tfidf_logistic_regression, truncate_to_tokens
 
     train = read_rows(SHARED / "imdb" / "train.tsv.gz", TASKS[task])
     dev = read_rows(SHARED / "imdb" / "dev.tsv.gz", EVAL_ROWS)

@@ -12,7 +12,7 @@ budgets ("rungs"), and for every rung fine-tunes the pre-trained encoder and a r
 initialised one with the same recipe on IMDB with 500 and 2,000 labelled reviews (scored on
 the first 2,000 reviews of imdb/dev.tsv.gz) and SST-2 with 2,000 rows (scored on its dev set),
 seeds 1-3. Beside them: a linear probe of the frozen encoder and TF-IDF + logistic regression
-on the same rows and tokens (electra_tf.baselines).
+on the same rows and tokens (scripts/study_lib/baselines.py).
 
 Every step is a CLI call (`python -m electra_tf.pretrain`, `python -m electra_tf.finetune`)
 whose run directory resumes, and every finished cell is one line of `cells.jsonl` in the work

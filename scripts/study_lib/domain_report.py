@@ -40,7 +40,7 @@ def task_rows(data: Dict[str, Path], task: str) -> tuple:
 def baselines(work: Path, data: Dict[str, Path], tasks: Dict[str, int], cells: Dict[str, dict],
               add_cell: Callable) -> None:
     """TF-IDF + logistic regression on the same rows and tokens (and on whole texts)."""
-    from electra_tf.baselines import tfidf_logistic_regression, truncate_to_tokens
+    from scripts.study_lib.baselines import tfidf_logistic_regression, truncate_to_tokens
 
     for task, seq in tasks.items():
         for tokens in (seq, 256, None):
@@ -61,7 +61,7 @@ def baselines(work: Path, data: Dict[str, Path], tasks: Dict[str, int], cells: D
 def probe(work: Path, rung, data: Dict[str, Path], tasks: Dict[str, int], cells: Dict[str, dict],
           add_cell: Callable) -> None:
     """Linear probes of the pre-trained and the random encoder on the IMDB 2,000 and SST-2 rows."""
-    from electra_tf.baselines import encoder_features, linear_probe
+    from scripts.study_lib.baselines import encoder_features, linear_probe
     from electra_tf.config import ElectraConfig
 
     config = ElectraConfig.from_json(str(work / "rungs" / rung.name / "config.json"))

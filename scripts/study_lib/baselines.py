@@ -1,7 +1,8 @@
 """Baselines a pre-trained encoder has to beat: TF-IDF + logistic regression, and linear probes.
 
 A pre-trained encoder is worth its cost only where it beats what a user would
-pick without one. Two yardsticks, both plain Keras (no new dependency):
+pick without one. The studies (scripts/domain_study.py, scripts/adaptation_study.py)
+put two yardsticks beside every fine-tuned encoder, both plain Keras (no new dependency):
 
 - `tfidf_logistic_regression`: word 1-2-gram TF-IDF (Keras `TextVectorization`,
   `output_mode="tf_idf"`) and an L2-regularised linear layer, the classic text

@@ -1,8 +1,11 @@
-"""The baselines a pre-trained encoder is compared with (electra_tf.baselines)."""
+"""The baselines a pre-trained encoder is compared with (scripts/study_lib/baselines.py)."""
+
+import doctest
 
 import numpy as np
 
-from electra_tf.baselines import linear_probe, tfidf_logistic_regression, truncate_to_tokens
+from scripts.study_lib import baselines
+from scripts.study_lib.baselines import linear_probe, tfidf_logistic_regression, truncate_to_tokens
 
 
 def _vocab(tmp_path):
@@ -56,3 +59,9 @@ def test_linear_probe_reads_a_feature_that_carries_the_label():
     blind = linear_probe(np.delete(x, 3, axis=1)[:150], y[:150], np.delete(x, 3, axis=1)[150:], y[150:],
                          l2_strengths=(1e-4,), epochs=100)
     assert blind["best"] < 0.75
+
+
+def test_the_docstring_example_runs():
+    # Outside electra_tf, so tests/test_doctests.py does not find it.
+    result = doctest.testmod(baselines, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
