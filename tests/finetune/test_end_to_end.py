@@ -39,7 +39,7 @@ def test_sst2_cli_two_seeds(sst2_model_files, sst2_dir, tmp_path):
     out_dir = str(tmp_path / "out")
     r = _cli(["--task", "sst2", "--init", "random", "--config", f"{sst2_model_files}/config.json",
               "--vocab_file", f"{sst2_model_files}/vocab.txt", "--data_dir", sst2_dir,
-              "--output_dir", out_dir, "--seeds", "1,2", "--max_train_examples", "200",
+              "--output_dir", out_dir, "--seed", "1,2", "--max_train_examples", "200",
               "--max_eval_examples", "120", "--max_seq_length", "48", "--epochs", "1",
               "--learning_rate", "1e-3"])
     assert r.returncode == 0, r.stderr[-3000:]

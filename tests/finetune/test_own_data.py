@@ -361,7 +361,7 @@ def test_validation_split_pairs_and_regression_from_jsonl(reviews, tmp_path, cap
     code, stdout, err = finetune_main(capsys, [
         "--init", "random", "--config", reviews["config"], "--vocab_file", reviews["vocab"], "--train_file", path,
         "--validation_split", "0.25", "--text_column", "premise", "--text_pair_column", "hypothesis",
-        "--label_column", "score", "--output_dir", tmp_path / "reg", "--max_seq_length", "32", "--max_steps", "2"])
+        "--label_column", "score", "--output_dir", tmp_path / "reg", "--max_seq_length", "32", "--train_steps", "2"])
     assert code == 0, err
     out = json.load(open(tmp_path / "reg" / "results.json"))
     assert out["metrics"][:4] == ["mse", "rmse", "pearson", "spearman"]
