@@ -70,6 +70,8 @@ def define_flags(fv=None) -> None:
     integer("max_eval_examples", None, "Use only the first N dev examples.", flag_values=fv)
     integer("train_steps", None, "At most this many optimizer steps (default: the steps of --epochs; quick "
             "runs).", flag_values=fv)
+    integer("eval_every", None, "The task's dev metrics every N optimizer steps during training (default: at the "
+            "end only).", flag_values=fv)
     boolean("two_layer_head", False, "Hugging Face two-layer classification head.", flag_values=fv)
     enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector or the mean over the tokens "
          "(default: cls for the paper's sizes, mean for the CPU sizes tiny, cpu_demo and mini).", flag_values=fv)
@@ -107,7 +109,7 @@ def settings_from_flags(values) -> Settings:
             "weight_decay", "clip_norm", "max_train_examples", "max_eval_examples", "two_layer_head", "pooling",
             "reinit_top_layers", "double_unordered", "tagging_scheme", "doc_stride", "max_query_length",
             "n_best_size", "max_answer_length", "strategy", "num_cpu_devices", "mixed_precision", "jit_compile",
-            "tfds_data_dir", "do_lower_case")
+            "tfds_data_dir", "do_lower_case", "eval_every")
     settings = Settings(
         task=task.lower(), seeds=seeds, max_steps=values.train_steps,
         **{n: values[n].value for n in same},
