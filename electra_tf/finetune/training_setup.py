@@ -94,7 +94,7 @@ def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
 
 def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
     """(total optimizer steps, steps per epoch) for `epochs` over `n_train` examples, capped
-    by --max_steps."""
+    by --train_steps."""
     steps_per_epoch = max(1, math.ceil(n_train / s.batch_size))
     total = max(1, int(round(steps_per_epoch * epochs)))
     if s.max_steps:

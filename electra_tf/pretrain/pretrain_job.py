@@ -41,6 +41,14 @@ from electra_tf.training.shared_flags import PRECISION_POLICIES
 from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy, settings_conflicts
 
 
+def _split_batch(batch_size: int, replicas: int, grad_accum_steps: int, strategy_text: str,
+                 eval_batch_size=None) -> distribution.BatchSplit:
+    try:
+        return distribution.split_batch(batch_size, replicas, grad_accum_steps, strategy_text, eval_batch_size)
+    except distribution.StrategyError as e:
+        fail(str(e))
+
+
 def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> None:
     if previous is None:
         return
@@ -48,7 +56,7 @@ def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> No
                                  {k: settings[k] for k in RESUME_KEYS})
     if changed:
         fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
-             f"{run_path}); re-run with the same flags to resume it, or pass a new --model_dir")
+             f"{run_path}); re-run with the same flags to resume it, or pass a new --output_dir")
 
 
 def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) -> dict:
@@ -75,11 +83,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     worker = distribution.worker_label(strategy)
     replicas = strategy.num_replicas_in_sync
     # The batch goes down from here: global -> per replica (the data) -> micro-batches (the train step).
-    try:
-        batch = distribution.split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text,
-                                         eval_global=plan.config.eval_batch_size if plan.eval_dir else None)
-    except distribution.StrategyError as e:
-        fail(str(e))
+    batch = _split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text)
 
     # ---- 3. the run directory ---------------------------------------------------
     settings = {
@@ -102,6 +106,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     config = plan.config
     special = special_token_ids(plan.vocab_file)
+    if plan.eval_dir:  # known only now for the embedded default
+        batch = _split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text, config.eval_batch_size)
     excluded, skipped = check_shards(plan, opts, batch, log)
 
     # ---- 4. model, optimizer, restore -----------------------------------------

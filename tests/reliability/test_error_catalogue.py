@@ -300,7 +300,7 @@ def _(c):
 
 @entry("pretrain-model-dir-of-another-run", P, "--output_dir holding a run with other settings",
        "error: <model_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
-       "flags to resume it, or pass a new --model_dir", 2)
+       "flags to resume it, or pass a new --output_dir", 2)
 def _(c):
     run = c.tmp / "run"
     run.mkdir()
