@@ -86,7 +86,7 @@ def bench_vocab(corpus: Path, out: Path, vocab_size: int, lines: int, min_count:
     vocab = out / "vocab.txt"
     row = run([sys.executable, "-m", "electra_tf.data.build_vocab", f"--corpus={corpus}",
                f"--vocab_size={vocab_size}", f"--sample_lines={lines}", f"--min_count={min_count}",
-               f"--output={vocab}"], out / "vocab.log")
+               f"--output_file={vocab}"], out / "vocab.log")
     row.update(pieces=sum(1 for _ in open(vocab, encoding="utf-8")), lines=lines, vocab_file=str(vocab))
     return row
 
