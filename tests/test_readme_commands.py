@@ -34,7 +34,7 @@ SKIPPED = {
     "python -m electra_tf.pretrain --config configs/continue.json --init models/minilm \\\n"
     "    --data_dir shards_minilm/ --output_dir runs/adapted --train_steps 720":
         "720 steps of the 22.7M-parameter encoder take about an hour on 2 cores; "
-        "tests/pretrain_job/test_pretrain_init_from.py and tests/study/test_adapt_demo.py run the same path",
+        "tests/pretrain/test_pretrain_init_from.py and tests/study/test_adapt_demo.py run the same path",
     "docker run --rm -p 8501:8501 -v $PWD/serving/electra:/models/electra -e MODEL_NAME=electra "
     "tensorflow/serving":
         "needs a Docker engine",

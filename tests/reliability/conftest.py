@@ -1,4 +1,4 @@
-"""Fixtures of the reliability tests: the pre-training job's shards (tests/pretrain_job)."""
+"""Fixtures of the reliability tests: the pre-training job's shards (tests/pretrain)."""
 
 from reliability_helpers import pretrain_job
 

@@ -1,7 +1,7 @@
 """Shared by the fault-injection and bad-input tests: processes, their output, data.
 
 The pre-training job helpers (vocabulary, shards, `start`, `kill_group`) are
-those of tests/pretrain_job/conftest.py and job_helpers.py, loaded here under their own module
+those of tests/pretrain/conftest.py and job_helpers.py, loaded here under their own module
 name so both folders use one copy.
 """
 
@@ -35,10 +35,10 @@ def _load(name: str, path: Path):
     return module
 
 
-# tests/pretrain_job: job_data / job_args fixtures (conftest.py), start(), kill_group(), subprocess_env()
+# tests/pretrain: job_data / job_args fixtures (conftest.py), start(), kill_group(), subprocess_env()
 # (job_helpers.py)
-pretrain_job = _load("pretrain_job_conftest", TESTS / "pretrain_job" / "conftest.py")
-_job_helpers = _load("pretrain_job_helpers", TESTS / "pretrain_job" / "job_helpers.py")
+pretrain_job = _load("pretrain_job_conftest", TESTS / "pretrain" / "conftest.py")
+_job_helpers = _load("pretrain_job_helpers", TESTS / "pretrain" / "job_helpers.py")
 start_pretrain = _job_helpers.start
 kill_group = _job_helpers.kill_group
 subprocess_env = _job_helpers.subprocess_env

@@ -1,11 +1,11 @@
-"""The pre-training job fixtures (job_data, job_args) of tests/pretrain_job/conftest.py, loaded
+"""The pre-training job fixtures (job_data, job_args) of tests/pretrain/conftest.py, loaded
 under the module name tests/reliability uses, so the folders share one copy."""
 
 import importlib.util
 import sys
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[1] / "pretrain_job" / "conftest.py"
+_PATH = Path(__file__).resolve().parents[1] / "pretrain" / "conftest.py"
 _NAME = "pretrain_job_conftest"
 if _NAME not in sys.modules:
     _spec = importlib.util.spec_from_file_location(_NAME, _PATH)

@@ -11,7 +11,7 @@ from electra_tf.flops import (
 )
 
 # Per-token forward FLOPs of the tiny config's pieces, derived by hand in
-# tests/perf/test_flops.py: discriminator block, input embeddings, binary head.
+# tests/test_flops.py: discriminator block, input embeddings, binary head.
 BLOCK, EMBED, BINARY_HEAD = 119557, 264736, 8896
 # The full-size network's MLM head per predicted token (H=64, E=32, V=4000):
 # vocab projection 2*32*4000 + dense 2*64*32 + bias 32 + gelu 8*32 + LN 5*32

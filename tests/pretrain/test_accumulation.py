@@ -1,6 +1,6 @@
 """Gradient accumulation == one full-batch step, for objectives other than electra.
 
-(electra itself: tests/pretrain_job/test_pretrain_numerics.py.)
+(electra itself: tests/pretrain/test_pretrain_numerics.py.)
 """
 
 import numpy as np

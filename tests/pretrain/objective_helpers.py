@@ -1,4 +1,4 @@
-"""Tiny pre-training models and batches shared by the tests of tests/pretraining."""
+"""Tiny pre-training models and batches shared by the tests of tests/pretrain."""
 
 import math
 
