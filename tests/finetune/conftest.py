@@ -31,6 +31,25 @@ def sst2_dir(shared_data):
 
 
 @pytest.fixture(scope="session")
+def sst2_model_files(tmp_path_factory, sst2_dir):
+    """A vocabulary of the commonest SST-2 words and the tiny config sized to it (a directory)."""
+    import collections
+
+    from electra_tf.config import ElectraConfig
+
+    d = tmp_path_factory.mktemp("sst2model")
+    with open(os.path.join(sst2_dir, "train.tsv"), encoding="utf-8") as f:
+        rows = f.read().splitlines()[1:2001]
+    counts = collections.Counter(w for r in rows for w in r.split("\t")[0].split())
+    vocab = write_vocab(str(d / "vocab.txt"), [w for w, _ in counts.most_common(800)])
+    n = sum(1 for _ in open(vocab))
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    cfg = ElectraConfig.from_json(os.path.join(root, "configs", "tiny.json")).replace(vocab_size=n)
+    cfg.to_json(str(d / "config.json"))
+    return str(d)
+
+
+@pytest.fixture(scope="session")
 def vocab_file(tmp_path_factory):
     return write_vocab(str(tmp_path_factory.mktemp("vocab") / "vocab.txt"))
 

@@ -1,7 +1,6 @@
 """End-to-end: the CLI on ~200 real SST-2 rows (tiny config, random init), plus
 SQuAD 2.0 and tagging quick runs and the CLI's bad-input errors."""
 
-import collections
 import json
 import os
 import subprocess
@@ -9,25 +8,8 @@ import sys
 
 import pytest
 
-from finetune.conftest import write_vocab
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-
-
-@pytest.fixture(scope="module")
-def sst2_model_files(tmp_path_factory, sst2_dir):
-    """A vocabulary of the commonest SST-2 words and the tiny config sized to it."""
-    from electra_tf.config import ElectraConfig
-
-    d = tmp_path_factory.mktemp("sst2model")
-    with open(os.path.join(sst2_dir, "train.tsv"), encoding="utf-8") as f:
-        rows = f.read().splitlines()[1:2001]
-    counts = collections.Counter(w for r in rows for w in r.split("\t")[0].split())
-    vocab = write_vocab(str(d / "vocab.txt"), [w for w, _ in counts.most_common(800)])
-    n = sum(1 for _ in open(vocab))
-    cfg = ElectraConfig.from_json(os.path.join(ROOT, "configs", "tiny.json")).replace(vocab_size=n)
-    cfg.to_json(str(d / "config.json"))
-    return str(d)
 
 
 def _cli(args, timeout=300):

@@ -4,29 +4,15 @@ NaN stop, TensorBoard and evaluation during training with no code of its own.
 Real data: the first 200 rows of GLUE SST-2 from ../shared/data; a tiny random encoder.
 """
 
-import collections
 import os
+from pathlib import Path
 
 import pytest
 
-from finetune.conftest import write_vocab
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-
-
-@pytest.fixture(scope="module")
-def model_files(tmp_path_factory, sst2_dir):
-    from electra_tf.config import ElectraConfig
-
-    d = tmp_path_factory.mktemp("loop_model")
-    with open(os.path.join(sst2_dir, "train.tsv"), encoding="utf-8") as f:
-        rows = f.read().splitlines()[1:2001]
-    counts = collections.Counter(w for r in rows for w in r.split("\t")[0].split())
-    vocab = write_vocab(str(d / "vocab.txt"), [w for w, _ in counts.most_common(800)])
-    n = sum(1 for _ in open(vocab))
-    cfg = ElectraConfig.from_json(os.path.join(ROOT, "configs", "tiny.json")).replace(vocab_size=n)
-    cfg.to_json(str(d / "config.json"))
-    return d
+@pytest.fixture()
+def model_files(sst2_model_files):
+    return Path(sst2_model_files)
 
 
 def _settings(model_files, sst2_dir, out, **kw):
