@@ -40,6 +40,7 @@ def define_flags(fv=None) -> None:
     flags.adopt_module_key_flags(shared_flags, flag_values=fv)
     define_own_data_flags(fv)  # --train_file, ...
     flags.adopt_module_key_flags(own_data_flags, flag_values=fv)  # in --help
+    D = Settings.defaults()  # the flags' defaults are the settings model's: written once
     string, integer, real, boolean, enum = (flags.DEFINE_string, flags.DEFINE_integer, flags.DEFINE_float,
                                             flags.DEFINE_bool, flags.DEFINE_enum)
     string("task", None, "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad (1.1), squad2, or a tagging "
@@ -56,34 +57,34 @@ def define_flags(fv=None) -> None:
                       "reported.", flag_values=fv)
     real("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large).", flag_values=fv)
     real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off).", flag_values=fv)
-    boolean("reference_lr_power", False, "Reproduce the reference's extra factor d on every encoder layer "
+    boolean("reference_lr_power", D.reference_lr_power, "Reproduce the reference's extra factor d on every encoder layer "
             "(google-research/electra issue #51).", flag_values=fv)
     real("epochs", None, "Training epochs (default 3; 10 for RTE/STS-B; 2 for SQuAD).", flag_values=fv)
-    integer("batch_size", 32, "Global training batch: examples per optimizer step over all replicas "
+    integer("batch_size", D.batch_size, "Global training batch: examples per optimizer step over all replicas "
             "(--strategy mirrored splits each batch across the devices).", flag_values=fv)
-    integer("eval_batch_size", 64, "Global evaluation batch size.", flag_values=fv)
+    integer("eval_batch_size", D.eval_batch_size, "Global evaluation batch size.", flag_values=fv)
     integer("max_seq_length", None, "Sequence length (default 128 GLUE, 512 SQuAD, 256 tagging).", flag_values=fv)
-    real("warmup_proportion", 0.1, "Fraction of train steps with linear lr warmup.", flag_values=fv)
-    real("weight_decay", 0.01, "Decoupled weight decay (not on biases/LayerNorm).", flag_values=fv)
-    real("clip_norm", 1.0, "Global gradient-norm clipping (0 = off).", flag_values=fv)
+    real("warmup_proportion", D.warmup_proportion, "Fraction of train steps with linear lr warmup.", flag_values=fv)
+    real("weight_decay", D.weight_decay, "Decoupled weight decay (not on biases/LayerNorm).", flag_values=fv)
+    real("clip_norm", D.clip_norm, "Global gradient-norm clipping (0 = off).", flag_values=fv)
     integer("max_train_examples", None, "Use only the first N training examples (quick runs).", flag_values=fv)
     integer("max_eval_examples", None, "Use only the first N dev examples.", flag_values=fv)
     integer("train_steps", None, "At most this many optimizer steps (default: the steps of --epochs; quick "
             "runs).", flag_values=fv)
     integer("eval_every", None, "The task's dev metrics every N optimizer steps during training (default: at the "
             "end only).", flag_values=fv)
-    boolean("two_layer_head", False, "Hugging Face two-layer classification head.", flag_values=fv)
+    boolean("two_layer_head", D.two_layer_head, "Hugging Face two-layer classification head.", flag_values=fv)
     enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector or the mean over the tokens "
          "(default: cls for the paper's sizes, mean for the CPU sizes tiny, cpu_demo and mini).", flag_values=fv)
-    integer("reinit_top_layers", 0, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
+    integer("reinit_top_layers", D.reinit_top_layers, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
             "embeddings and lower blocks; helps small-data tasks).", flag_values=fv)
-    boolean("double_unordered", True, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
+    boolean("double_unordered", D.double_unordered, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
             flag_values=fv)
-    enum("tagging_scheme", "BIO", ["BIO", "BIOES"], "Span scheme for tagging tasks.", flag_values=fv)
-    integer("doc_stride", 128, "SQuAD: distance between document windows.", flag_values=fv)
-    integer("max_query_length", 64, "SQuAD: question pieces kept.", flag_values=fv)
-    integer("n_best_size", 20, "SQuAD: beam width and n-best answers kept.", flag_values=fv)
-    integer("max_answer_length", 30, "SQuAD: longest answer in word pieces.", flag_values=fv)
+    enum("tagging_scheme", D.tagging_scheme, ["BIO", "BIOES"], "Span scheme for tagging tasks.", flag_values=fv)
+    integer("doc_stride", D.doc_stride, "SQuAD: distance between document windows.", flag_values=fv)
+    integer("max_query_length", D.max_query_length, "SQuAD: question pieces kept.", flag_values=fv)
+    integer("n_best_size", D.n_best_size, "SQuAD: beam width and n-best answers kept.", flag_values=fv)
+    integer("max_answer_length", D.max_answer_length, "SQuAD: longest answer in word pieces.", flag_values=fv)
     string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).", flag_values=fv)
     boolean("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); default: the model's "
             "config.json (as pre-trained), --[no]do_lower_case overrides it.", flag_values=fv)

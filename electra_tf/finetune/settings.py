@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from typing import Optional, Sequence
 
 from electra_tf.errors import ElectraError
@@ -74,6 +75,12 @@ class Settings:
     label_column: str = "label"
     validation_split: Optional[float] = None  # hold out this fraction of --train_file (seeded, stratified)
     label_type: Optional[str] = None  # "classification" or "regression"; None: decided by the training labels
+
+    @classmethod
+    def defaults(cls) -> types.SimpleNamespace:
+        """The fields' defaults by name (the CLI's flag defaults come from here)."""
+        return types.SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(cls)
+                                        if f.default is not dataclasses.MISSING})
 
 
 def check_mixed_precision(s: Settings) -> None:
