@@ -1,16 +1,20 @@
-"""The training machinery shared by pre-training and fine-tuning.
+"""The training machinery of every job: the one training loop and what it is made of.
 
-    optimization   ElectraAdamW (AdamW, optional per-variable learning-rate
-                   multipliers, clipping of the replica-summed gradient) and
-                   the one learning-rate schedule
+    trainer        `Trainer`: model.fit to exactly the last step with the callback
+                   stack, the failures it diagnoses as one line, `precision_policy`,
+                   `settings_conflicts` (the resume guard), the --verbose mapping
+    callbacks      `StopOnNonFiniteLoss`, `TrainingCallback` (progress lines,
+                   TensorBoard, periodic evaluation, checkpoints, job checks)
+    optimization   `OptimizerSpec` -> `build_optimizer`: ElectraAdamW (per-variable
+                   learning-rate multipliers, frozen variables, clipping of the
+                   replica-summed gradient) and the one learning-rate schedule
     checkpoints    CheckpointManager: step-numbered .weights.h5 checkpoints
     distribution   --strategy -> tf.distribute strategy, the per-process
-                   MirroredStrategy and the logical-CPU split
+                   MirroredStrategy, the logical-CPU split, `split_batch`
     shared_flags   the flags both command lines define (--strategy,
                    --mixed_precision, --jit_compile, --save_every, ...)
-    callbacks      what both training loops log (current_learning_rate)
 
-This layer sits below `pretraining` and `finetune` and imports only the layers
-under it (models, data, config, errors, paths) and TensorFlow/Keras; the
-modules are imported one by one (nothing here imports TensorFlow).
+Pre-training, fine-tuning and `ElectraClassifier.fit` use it (docs/architecture.md,
+"One training loop"). This layer sits below `pretrain` and `finetune` and imports
+only the layers under it (models, data, config, errors, paths) and TensorFlow/Keras.
 """
