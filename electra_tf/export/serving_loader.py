@@ -9,6 +9,7 @@ classifier.json, i.e. from the tokenizer fine-tuning used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,6 +31,31 @@ class ExportError(ElectraError, ValueError):
     """A model directory that cannot be exported."""
 
 
+# Serving precisions: "bf16" runs the encoder's matmuls in bfloat16 (Keras' mixed_bfloat16:
+# float32 variables, LayerNorm and softmax statistics; outputs cast back to float32). It is
+# opt-in: faster on CPUs with AVX512_BF16 / AMX, but its logits differ from float32 by up to
+# a few 1e-1 (docs/performance.md).
+SERVING_PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16"}
+
+
+@contextlib.contextmanager
+def serving_precision(precision: Optional[str]):
+    """Builds the Keras layers inside under `precision`'s dtype policy (None / "none": float32)."""
+    if precision in (None, "none"):
+        yield
+        return
+    if precision not in SERVING_PRECISIONS:
+        raise ExportError(f"precision={precision!r}: use one of {', '.join(SERVING_PRECISIONS)}")
+    import keras
+
+    old = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(SERVING_PRECISIONS[precision])
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(old)
+
+
 def _vocab(model_dir):
     path = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(path):
@@ -39,13 +65,14 @@ def _vocab(model_dir):
 
 
 def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
-                         allow_untrained_head: bool = False) -> ServingModule:
+                         allow_untrained_head: bool = False, precision: Optional[str] = None) -> ServingModule:
     absent = absent_parts(model_dir)
     if "discriminator_head" in absent and not allow_untrained_head:
         raise ExportError(f"{model_dir} was converted from a checkpoint without the discriminator head "
                           f"(conversion.json); its replaced-token probabilities would be random. Convert a "
                           f"checkpoint that has discriminator_predictions/, or pass --allow_untrained_head")
-    encoder, head, config = load_discriminator(model_dir)
+    with serving_precision(precision):
+        encoder, head, config = load_discriminator(model_dir)
     seq = max_seq_length or config.max_seq_length
     if seq > config.max_position_embeddings:
         raise ExportError(f"max_seq_length {seq} exceeds max_position_embeddings {config.max_position_embeddings}")
@@ -75,8 +102,11 @@ def load_classifier(model_dir: str):
     return model, config, meta
 
 
-def classifier_module(model_dir: str, max_seq_length: Optional[int] = None) -> ServingModule:
-    model, config, meta = load_classifier(model_dir)
+def classifier_module(model_dir: str, max_seq_length: Optional[int] = None,
+                      precision: Optional[str] = None) -> ServingModule:
+    """The serving graph of a fine-tuning seed directory; `precision` "bf16" is opt-in (see above)."""
+    with serving_precision(precision):
+        model, config, meta = load_classifier(model_dir)
     seq = max_seq_length or meta["max_seq_length"]
     return ServingModule(CLASSIFIER, model.encoder, model.head, _vocab(model_dir), seq,
                          meta.get("do_lower_case", config.do_lower_case), labels=meta["labels"],
@@ -84,14 +114,14 @@ def classifier_module(model_dir: str, max_seq_length: Optional[int] = None) -> S
 
 
 def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None,
-                 allow_untrained_head: bool = False) -> ServingModule:
+                 allow_untrained_head: bool = False, precision: Optional[str] = None) -> ServingModule:
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
                           f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
     # A pre-training run directory: its model is in <run>/pretrained/.
     model_dir = resolve_model_dir(model_dir, "--model_dir", lambda line: print(line, file=sys.stderr, flush=True))
     if kind == DISCRIMINATOR:
-        return discriminator_module(model_dir, max_seq_length, allow_untrained_head)
+        return discriminator_module(model_dir, max_seq_length, allow_untrained_head, precision)
     if kind == CLASSIFIER:
-        return classifier_module(model_dir, max_seq_length)
+        return classifier_module(model_dir, max_seq_length, precision)
     raise ExportError(f"--kind must be discriminator or classifier, not {kind!r}")

@@ -121,3 +121,16 @@ def test_predictor_order_is_a_permutation_that_keeps_small_calls(classifier):
     assert list(p._order(texts[:4], None)) == [0, 1, 2, 3]  # one batch: nothing to regroup
     out = p.predict_arrays(texts)
     assert out["label_id"].shape == (6,)
+
+
+def test_bf16_is_opt_in_and_close_to_float32(classifier, reviews):
+    from electra_tf.predict import PredictError, Predictor
+
+    seed_dir, saved = classifier
+    fp32 = Predictor(seed_dir, batch_size=16).predict_arrays(reviews)
+    bf16 = Predictor(seed_dir, batch_size=16, precision="bf16").predict_arrays(reviews)
+    np.testing.assert_allclose(bf16["probabilities"], fp32["probabilities"], atol=0.1)
+    clear = np.abs(fp32["probabilities"][:, 1] - 0.5) > 0.1
+    np.testing.assert_array_equal(bf16["label_id"][clear], fp32["label_id"][clear])
+    with pytest.raises(PredictError, match="precision"):
+        Predictor(saved, precision="bf16")
