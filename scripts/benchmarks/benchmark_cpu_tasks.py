@@ -2,7 +2,7 @@
 
     bash scripts/benchmarks/setup_cpu_peers.sh          # once: .venv-peers (torch, transformers, onnxruntime)
     python scripts/benchmarks/benchmark_cpu_tasks.py --json runs/bench_cpu_tasks.json
-    python scripts/benchmarks/benchmark_cpu_tasks.py --quick   # smoke run, ~3 minutes
+    python scripts/benchmarks/benchmark_cpu_tasks.py --quick   # smoke run (5-10 minutes on 2 cores)
 
 One run measures, on real IMDB reviews from ../shared/data/imdb (their real
 length distribution), with 2 threads per side:
@@ -142,11 +142,11 @@ class Ours:
                 save_pretrained(str(mdir), pretrainer, vocab)
             elif name == "minilm" and not (mdir / "config.json").exists():
                 _run([sys.executable, "-m", "electra_tf.convert", "--from", "hf", "--input", str(MINILM),
-                      "--output", str(mdir)])
+                      "--output_dir", str(mdir)])
             hf = self.work / f"{name}_hf"
             if not (hf / "discriminator" / "config.json").exists():
                 _run([sys.executable, "-m", "electra_tf.convert", "--from", "electra_tf", "--input", str(mdir),
-                      "--to", "hf", "--output", str(hf)])
+                      "--to", "hf", "--output_dir", str(hf)])
             out[name] = {"model_dir": str(mdir), "hf_dir": str(hf / "discriminator"), "vocab": vocab}
         return out
 
