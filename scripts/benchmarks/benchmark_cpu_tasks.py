@@ -11,8 +11,8 @@ length distribution), with 2 threads per side:
    the fine-tuning optimizer `make_optimizer` of `electra_tf.finetune`, compiled as
    `finetune_job` compiles it, trained with `train_on_batch`), without and with XLA,
    against PyTorch eager (Hugging Face `ElectraModel` + the same head, `torch.optim.AdamW`,
-   the same clipping, fp32). Both train on the same token ids. Ours also with batches padded
-   to their longest row, and with length buckets (reviews sorted by length, then batched).
+   the same clipping, fp32). Both train on the same token ids. Both also with length buckets
+   (reviews sorted by length, batched, each batch padded to its longest row).
 2. Inference, raw strings to labels (reviews/s at batch 32, p50 / p99 latency at batch 1):
    our exported SavedModel (in-graph tokenizer, loaded as TF Serving loads it), `Predictor`
    on the same SavedModel, and ours in bf16; against tokenizers + PyTorch (fp32, bf16
