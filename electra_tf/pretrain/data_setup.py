@@ -1,6 +1,7 @@
 """The data of a pre-training job: the embedded default's corpus, shard checks, the datasets.
 
     prepare_embedded_default(model_dir, config, log)  # sample corpus -> vocab.txt + shards
+    batch = split_job_batch(plan, opts, replicas, strategy_text)  # global -> replicas -> micro-batches
     excluded, skipped = check_shards(plan, opts, batch, log)  # before anything is written
     inputs = make_inputs(plan, opts, ...)                 # (distributed) train / eval datasets
 """
@@ -17,7 +18,7 @@ from electra_tf.data.build_vocab import build_vocab
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
-from electra_tf.training.distribution import BatchSplit
+from electra_tf.training.distribution import BatchSplit, StrategyError, split_batch
 from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, SAMPLE_CORPUS,
                                          PretrainOptions, RunPlan, fail, read_json)
 
@@ -62,6 +63,16 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
                                    num_shards=shards, num_processes=1, seed=config.seed,
                                    progress=False, log=log)
     return data_dir, eval_dir, vocab_file
+
+
+def split_job_batch(plan: RunPlan, opts: PretrainOptions, replicas: int, strategy_text: str) -> BatchSplit:
+    """The job's `BatchSplit`: the global --batch_size over `replicas` and --grad_accum_steps, and
+    the config's eval_batch_size when there is held-out data; an uneven split fails in one line."""
+    eval_global = plan.config.eval_batch_size if plan.eval_dir else None
+    try:
+        return split_batch(plan.batch_size, replicas, opts.grad_accum_steps, strategy_text, eval_global)
+    except StrategyError as e:
+        fail(str(e))
 
 
 def check_shards(plan: RunPlan, opts: PretrainOptions, batch: BatchSplit, log: Callable[[str], None]):

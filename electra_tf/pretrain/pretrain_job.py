@@ -26,7 +26,8 @@ import tensorflow as tf
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
-from electra_tf.pretrain.data_setup import check_shards, data_loss_message, make_inputs, prepare_embedded_default
+from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, make_inputs, prepare_embedded_default,
+                                            split_job_batch)
 from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
@@ -39,14 +40,6 @@ from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 from electra_tf.training.shared_flags import PRECISION_POLICIES
 from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy, settings_conflicts
-
-
-def _split_batch(batch_size: int, replicas: int, grad_accum_steps: int, strategy_text: str,
-                 eval_batch_size=None) -> distribution.BatchSplit:
-    try:
-        return distribution.split_batch(batch_size, replicas, grad_accum_steps, strategy_text, eval_batch_size)
-    except distribution.StrategyError as e:
-        fail(str(e))
 
 
 def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> None:
@@ -83,7 +76,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     worker = distribution.worker_label(strategy)
     replicas = strategy.num_replicas_in_sync
     # The batch goes down from here: global -> per replica (the data) -> micro-batches (the train step).
-    batch = _split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text)
+    batch = split_job_batch(plan, opts, replicas, strategy_text)
 
     # ---- 3. the run directory ---------------------------------------------------
     settings = {
@@ -107,7 +100,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     config = plan.config
     special = special_token_ids(plan.vocab_file)
     if plan.eval_dir:  # known only now for the embedded default
-        batch = _split_batch(batch_size, replicas, opts.grad_accum_steps, strategy_text, config.eval_batch_size)
+        batch = split_job_batch(plan, opts, replicas, strategy_text)
     excluded, skipped = check_shards(plan, opts, batch, log)
 
     # ---- 4. model, optimizer, restore -----------------------------------------

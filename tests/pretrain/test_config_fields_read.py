@@ -56,7 +56,7 @@ def test_every_config_field_is_read_by_the_code(reads, job_data, tmp_path):
     from electra_tf.finetune.settings import Settings
     from electra_tf.pretrain import ElectraPretrainer, create_optimizer
     from electra_tf.pretrain.__main__ import parse_args
-    from electra_tf.pretrain.data_setup import make_inputs
+    from electra_tf.pretrain.data_setup import make_inputs, split_job_batch
     from electra_tf.pretrain.options import validate_options
 
     # Pre-training: its options and data, one training step, every objective's networks and FLOPs.
@@ -65,7 +65,8 @@ def test_every_config_field_is_read_by_the_code(reads, job_data, tmp_path):
                        "--output_dir", str(tmp_path / "run"), "--strategy", "cpu",
                        "--override", f"vocab_size={job_data['vocab_size']}"])
     plan = validate_options(opts, log=lambda _: None)
-    inputs = make_inputs(plan, opts, strategy=None, replicas=1, worker="main", excluded=[], data_seed=0,
+    batch = split_job_batch(plan, opts, 1, "the CPU")
+    inputs = make_inputs(plan, opts, strategy=None, batch=batch, worker="main", excluded=[], data_seed=0,
                          log=lambda _: None)
     special = special_token_ids(job_data["vocab_file"])
     model = ElectraPretrainer(plan.config, special)

@@ -162,16 +162,15 @@ def test_mirrored_cli_run_equals_single_device(tmp_path, job_args):
 
 def test_evaluation_batches_hold_the_config_eval_batch_size(job_data):
     # ElectraConfig.eval_batch_size sizes the held-out batches (the training batch does not).
-    from electra_tf.pretrain.data_setup import make_inputs
+    from electra_tf.pretrain.data_setup import make_inputs, split_job_batch
     from electra_tf.pretrain.options import validate_options
-    from electra_tf.training.distribution import split_batch
 
     opts = parse_args(["--config", job_data["config"], "--data_dir", job_data["data_dir"],
                        "--eval_data_dir", job_data["eval_dir"], "--vocab_file", job_data["vocab_file"],
                        "--output_dir", "unused", "--override", f"vocab_size={job_data['vocab_size']}",
                        "--override", "eval_batch_size=3", "--batch_size", "8", "--strategy", "cpu"])
     plan = validate_options(opts, log=lambda _: None)
-    batch = split_batch(plan.batch_size, 1, 1, "the CPU", eval_global=plan.config.eval_batch_size)
+    batch = split_job_batch(plan, opts, 1, "the CPU")
     inputs = make_inputs(plan, opts, strategy=None, batch=batch, worker="main", excluded=[], data_seed=0,
                          log=lambda _: None)
     train_batch, eval_batch = next(iter(inputs.train)), next(iter(inputs.eval))
