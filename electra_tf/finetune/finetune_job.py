@@ -108,7 +108,8 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
                   f"(learning rate {current_learning_rate(opt):.6g})", flush=True)
     # One pass, reshuffled each time round; a resumed seed skips the batches it trained on,
     # so it sees the batches an uninterrupted run would.
-    ds = make_dataset(data.train_x, data.train_y, s.batch_size, shuffle_seed=seed).repeat().skip(start_step)
+    ds = make_dataset(data.train_x, data.train_y, s.batch_size, shuffle_seed=seed,
+                      trim_multiple=task.trim_multiple(s)).repeat().skip(start_step)
     trainer = Trainer(checkpoints, train_steps=total, global_batch_size=s.batch_size, save_every=s.save_every,
                       log_every=max(1, s.log_every), eval_every=s.eval_every,
                       evaluate=_periodic_evaluation(task, model, s, data) if s.eval_every else None,

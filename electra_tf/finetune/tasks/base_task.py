@@ -30,7 +30,7 @@ import numpy as np
 
 from electra_tf.finetune import size_defaults as sizes
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.training_setup import make_dataset
+from electra_tf.finetune.training_setup import make_dataset, padded_width_multiple
 
 
 @dataclasses.dataclass
@@ -69,12 +69,16 @@ class FinetuneTask(abc.ABC):
         are fractions and shown as percent).
       cpu_epochs: epochs for the sizes pre-trained on a CPU (those whose
         `size_defaults.SizeDefaults` say `cpu_epochs`); None: the reference's.
+      pads_to_longest: its batches are cut to their longest row (one output per
+        example, inputs ids / mask / segments only): same outputs, less work on
+        short texts (`training_setup.trim_to_longest`).
     """
 
     reference_epochs: float = 3.0
     reference_max_seq_length: int = 128
     cpu_epochs: Optional[float] = None
     table_scale: float = 100.0
+    pads_to_longest: bool = False
 
     def __init__(self, name: str):
         self.name = name
@@ -180,7 +184,11 @@ class FinetuneTask(abc.ABC):
         in percent (`table_scale`)."""
         return None
 
-    @staticmethod
-    def predict(model, x: Dict[str, np.ndarray], s: Settings):
+    def trim_multiple(self, s: Settings) -> Optional[int]:
+        """What `make_dataset` rounds this task's batch widths up to (None: no cut)."""
+        return padded_width_multiple(s.jit_compile) if self.pads_to_longest else None
+
+    def predict(self, model, x: Dict[str, np.ndarray], s: Settings):
         """The model's outputs on features `x`, in --eval_batch_size batches."""
-        return model.predict(make_dataset(x, None, s.eval_batch_size), verbose=0)
+        return model.predict(make_dataset(x, None, s.eval_batch_size, trim_multiple=self.trim_multiple(s)),
+                             verbose=0)

@@ -32,6 +32,8 @@ class GlueFinetuneTask(FinetuneTask):
       spec: the task's static description (`glue_data.GLUE_TASKS[name]`).
     """
 
+    pads_to_longest = True  # one label per text: batches cut to their longest text
+
     def __init__(self, spec: glue_data.GlueSpec):
         super().__init__(spec.name)
         self.spec = spec

@@ -101,6 +101,8 @@ def check_own_data_settings(s: Settings) -> None:
 class OwnDataFinetuneTask(FinetuneTask):
     """Classification or regression on the files named by --train_file / --validation_file."""
 
+    pads_to_longest = True  # one label per text: batches cut to their longest text
+
     cpu_epochs = 10.0  # as GLUE's: a CPU-sized encoder learns from few rows slowly
 
     def __init__(self, name: str = TASK_NAME):
