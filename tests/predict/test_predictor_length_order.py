@@ -134,3 +134,42 @@ def test_bf16_is_opt_in_and_close_to_float32(classifier, reviews):
     np.testing.assert_array_equal(bf16["label_id"][clear], fp32["label_id"][clear])
     with pytest.raises(PredictError, match="precision"):
         Predictor(saved, precision="bf16")
+
+
+def test_cli_precision_flags_and_chunked_length_order(classifier, reviews, tmp_path):
+    """`predict` reads chunks of 16 batches (sorted by length inside, written in file order) and
+    `--precision bf16` is opt-in on `predict` and `export`; bf16 answers stay near float32."""
+    import json
+    import subprocess
+    import sys
+
+    from electra_tf.predict import Predictor
+
+    seed_dir, _ = classifier
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    src = tmp_path / "reviews.csv"
+    with open(src, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text"])
+        writer.writerows([t] for t in reviews)
+    out = {}
+    for precision in ("none", "bf16"):
+        target = tmp_path / f"{precision}.jsonl"
+        proc = subprocess.run([sys.executable, "-m", "electra_tf.predict", "--model_dir", seed_dir, "--input_file",
+                               str(src), "--output_file", str(target), "--batch_size", "2", "--precision", precision,
+                               "--noprogress"], capture_output=True, text=True, cwd=root, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[precision] = [json.loads(line) for line in target.read_text().splitlines()]
+    want = Predictor(seed_dir, batch_size=2, sort_by_length=False).predict_arrays(reviews)
+    got = np.array([[row["probabilities"][n] for n in ("negative", "positive")] for row in out["none"]])
+    np.testing.assert_allclose(got, want["probabilities"], atol=1e-5)  # file order kept
+    bf16 = np.array([[row["probabilities"][n] for n in ("negative", "positive")] for row in out["bf16"]])
+    np.testing.assert_allclose(bf16, got, atol=0.1)
+
+    saved = tmp_path / "bf16_model"
+    proc = subprocess.run([sys.executable, "-m", "electra_tf.export", "--model_dir", seed_dir, "--kind",
+                           "classifier", "--output_dir", str(saved), "--precision", "bf16"],
+                          capture_output=True, text=True, cwd=root, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    served = Predictor(str(saved)).predict_arrays(reviews)
+    np.testing.assert_allclose(served["probabilities"], got, atol=0.1)
