@@ -115,7 +115,7 @@ def test_nan_loss_mid_run_stops_naming_the_step_and_keeps_the_last_good_checkpoi
     step 8 NaN: step 8 is also a save step, where the guard must keep the checkpoint from being written."""
     import tensorflow as tf
 
-    from electra_tf.pretrain import pretrain_optimizer as optimization
+    from electra_tf.training import optimization
 
     real = optimization.WarmupPolynomialDecay.__call__
 
