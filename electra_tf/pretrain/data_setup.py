@@ -67,8 +67,10 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
 
 def split_job_batch(plan: RunPlan, opts: PretrainOptions, replicas: int, strategy_text: str) -> BatchSplit:
     """The job's `BatchSplit`: the global --batch_size over `replicas` and --grad_accum_steps, and
-    the config's eval_batch_size when there is held-out data; an uneven split fails in one line."""
-    eval_global = plan.config.eval_batch_size if plan.eval_dir else None
+    the config's eval_batch_size when there is held-out data; an uneven split fails in one line,
+    before anything is written."""
+    # The embedded default always has held-out shards (built later, in prepare_embedded_default).
+    eval_global = plan.config.eval_batch_size if plan.eval_dir or plan.embedded else None
     try:
         return split_batch(plan.batch_size, replicas, opts.grad_accum_steps, strategy_text, eval_global)
     except StrategyError as e:

@@ -99,8 +99,6 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
 
     config = plan.config
     special = special_token_ids(plan.vocab_file)
-    if plan.eval_dir:  # known only now for the embedded default
-        batch = split_job_batch(plan, opts, replicas, strategy_text)
     excluded, skipped = check_shards(plan, opts, batch, log)
 
     # ---- 4. model, optimizer, restore -----------------------------------------
