@@ -43,8 +43,6 @@ from electra_tf.models import build_encoder
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
 from electra_tf.training.optimization import OptimizerSpec
 
-# Fine-tuning's optimizer defaults (`finetune`'s --warmup_proportion, --weight_decay, --clip_norm).
-_FINETUNE_DEFAULTS = Settings(task=OWN_DATA, init="random", data_dir=None, output_dir="")
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -174,7 +172,7 @@ class ElectraClassifier(keras.Model):
 
     def finetune_optimizer(self, train_steps: int):
         """The optimizer `finetune` would use for `train_steps` steps (see `compile`)."""
-        d = _FINETUNE_DEFAULTS
+        d = Settings.defaults()  # `finetune`'s --warmup_proportion, --weight_decay, --clip_norm
         spec = OptimizerSpec.from_warmup_proportion(self._size_defaults["learning_rate"], train_steps,
                                                     d.warmup_proportion, weight_decay=d.weight_decay,
                                                     clip_norm=d.clip_norm)
