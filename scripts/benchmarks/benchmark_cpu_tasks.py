@@ -136,7 +136,6 @@ class Ours:
     def make_models(self, seed: int, models):
         """Writes our model directories, their Hugging Face copies, the classifier seed
         directories, SavedModels and the head weights; returns what it wrote."""
-        import numpy as np
         import keras
 
         from electra_tf.config import ElectraConfig
@@ -170,7 +169,6 @@ class Ours:
 
         from electra_tf.finetune.modeling.classifier_dir import save_classifier
         from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
-        from electra_tf.models.builders import build_encoder
         from electra_tf.models.saving import load_encoder
 
         keras.utils.set_random_seed(seed)
@@ -195,8 +193,6 @@ class Ours:
 
     def tokenize(self, vocab, texts, seq):
         """Ids of `texts` cut to `seq` (unpadded lengths too), with our in-graph tokenizer."""
-        import numpy as np
-
         from electra_tf.preprocessing import TextPreprocessor
 
         pre = TextPreprocessor(vocab, seq, do_lower_case=True)
@@ -743,8 +739,6 @@ def main(argv=None):
 
 
 def bench_finetune(ours, peers, name, paths, seq, texts, labels, args, work, log):
-    import numpy as np
-
     batches = work / f"{name}_ft_{seq}.npz"
     stats = ours.call("tokenize_to", paths["vocab"], texts, seq, str(batches), labels)
     log(f"fine-tuning batches {name} seq {seq}: {stats}")

@@ -13,7 +13,6 @@ same 16 reviews one at a time in 3 rounds, naming the calls slower than 3x the m
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from pathlib import Path
