@@ -37,11 +37,10 @@ from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.finetune.settings import Settings
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
-from electra_tf.finetune.training_setup import finetune_optimizer
+from electra_tf.finetune.training_setup import make_optimizer
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
-from electra_tf.training.optimization import OptimizerSpec
 
 
 
@@ -171,12 +170,10 @@ class ElectraClassifier(keras.Model):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def finetune_optimizer(self, train_steps: int):
-        """The optimizer `finetune` would use for `train_steps` steps (see `compile`)."""
-        d = Settings.defaults()  # `finetune`'s --warmup_proportion, --weight_decay, --clip_norm
-        spec = OptimizerSpec.from_warmup_proportion(self._size_defaults["learning_rate"], train_steps,
-                                                    d.warmup_proportion, weight_decay=d.weight_decay,
-                                                    clip_norm=d.clip_norm)
-        return finetune_optimizer(self.backbone, self.encoder, spec, self._size_defaults["layerwise_lr_decay"])[0]
+        """The optimizer `finetune` would use for `train_steps` steps (see `compile`): its
+        `make_optimizer` with `finetune`'s defaults and this model size's rate and decay."""
+        return make_optimizer(self.backbone, self.encoder, Settings.defaults(), self._size_defaults["learning_rate"],
+                              self._size_defaults["layerwise_lr_decay"], train_steps)[0]
 
     @staticmethod
     def _steps_per_epoch(x, y, kwargs) -> Optional[int]:

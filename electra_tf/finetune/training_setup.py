@@ -49,6 +49,9 @@ def padded_width_multiple(jit_compile: bool) -> int:
     return 64 if jit_compile else 16
 
 
+_SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")  # [batch, length]: what trim_to_longest cuts
+
+
 def trim_to_longest(features: Dict, multiple: int) -> Dict:
     """Cuts the [batch, length] features of one batch to its longest row (by `input_mask`),
     rounded up to `multiple` (never past the length they have).
@@ -61,11 +64,7 @@ def trim_to_longest(features: Dict, multiple: int) -> Dict:
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=1))
     width = tf.minimum(full, (longest + multiple - 1) // multiple * multiple)
     width = tf.maximum(width, 1)
-    return {name: value[:, :width] if value.shape.rank == 2 and name in _SEQUENCE_FEATURES else value
-            for name, value in features.items()}
-
-
-_SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+    return {name: value[:, :width] if name in _SEQUENCE_FEATURES else value for name, value in features.items()}
 
 
 def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[int] = None,
@@ -91,38 +90,29 @@ def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[i
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def finetune_optimizer(model, encoder, spec: OptimizerSpec, layerwise_lr_decay: float,
-                       reference_lr_power: bool = False):
-    """Fine-tuning's optimizer: `spec`'s `ElectraAdamW` with layer-wise learning rates.
+def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
+    """Fine-tuning's optimizer: the one `OptimizerSpec` (peak `lr`, `steps` steps,
+    --warmup_proportion, --weight_decay, --clip_norm, linear decay) as an `ElectraAdamW`
+    with layer-wise learning rates.
 
-    The schedule is pre-training's (warm-up + decay, power 1 here); --clip_norm acts on
-    the replica-summed gradient, so --strategy mirrored takes the same step as one device.
+    The schedule is pre-training's (power 1 here); --clip_norm acts on the replica-summed
+    gradient, so --strategy mirrored takes the same step as one device.
 
     Args:
       model: the built fine-tuning model.
       encoder: its encoder (layer depths are counted in it).
-      spec: the run's `OptimizerSpec`.
-      layerwise_lr_decay: the decay per layer (1.0: none).
-      reference_lr_power: the reference's extra factor on encoder variables.
+      s: resolved settings, or `Settings.defaults()` (`ElectraClassifier`).
+      lr: peak learning rate.
+      decay: layer-wise learning-rate decay (1.0: none).
+      steps: total optimizer steps.
 
     Returns:
       (optimizer, {variable path: lr multiplier}).
     """
-    mult = layerwise_lr_multipliers(model, encoder, layerwise_lr_decay, reference_lr_power)
-    return build_optimizer(spec, lr_multipliers=mult), mult
-
-
-def optimizer_spec(s: Settings, lr: float, steps: int) -> OptimizerSpec:
-    """The `OptimizerSpec` of fine-tuning settings: peak `lr`, `steps` steps, --warmup_proportion,
-    --weight_decay and --clip_norm, linear decay."""
-    return OptimizerSpec.from_warmup_proportion(lr, steps, s.warmup_proportion, weight_decay=s.weight_decay,
+    spec = OptimizerSpec.from_warmup_proportion(lr, steps, s.warmup_proportion, weight_decay=s.weight_decay,
                                                 clip_norm=s.clip_norm or None)
-
-
-def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
-    """`finetune_optimizer` for resolved settings `s` with peak rate `lr`, layer-wise decay
-    `decay` and `steps` optimizer steps; returns (optimizer, {variable path: lr multiplier})."""
-    return finetune_optimizer(model, encoder, optimizer_spec(s, lr, steps), decay, s.reference_lr_power)
+    mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
+    return build_optimizer(spec, lr_multipliers=mult), mult
 
 
 def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
