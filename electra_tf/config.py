@@ -45,7 +45,13 @@ EMBEDDING_SHARING = ("shared", "none", "gdes")
 @dataclasses.dataclass
 class ElectraConfig:
     # --- name, only informative -------------------------------------------
+    # ...and the key of the fine-tuning defaults (electra_tf/finetune/size_defaults.py): "imported"
+    # for a BERT-family encoder that `convert` imported.
     model_size: str = "small"
+    # The encoder's own sentence read-out, as its source records it ("mean" for a
+    # sentence-transformers model, from its 1_Pooling/config.json): what fine-tuning pools by
+    # default. None: the size's default (ELECTRA: the [CLS] vector).
+    pooling: Optional[str] = None
 
     # --- discriminator shape (paper, ELECTRA-Small) ----------------------
     vocab_size: int = 30522
@@ -189,6 +195,8 @@ class ElectraConfig:
         if self.predictions_per_seq < 1:
             fail("mask_prob", self.mask_prob,
                  "mask_prob * max_seq_length leaves no position to predict; raise either")
+        if self.pooling not in (None, "cls", "mean"):
+            fail("pooling", self.pooling, "use \"cls\", \"mean\" or null")
         if self.temperature <= 0:
             fail("temperature", self.temperature, "use a positive sampling temperature")
         for name in ("gen_weight", "disc_weight", "weight_decay_rate", "clip_norm",

@@ -56,7 +56,8 @@ class ElectraClassifier(keras.Model):
       sequence_length: the most word pieces per example.
       do_lower_case: lower-case the text (default: the config's casing).
       regression: one output score instead of classes.
-      pooling: "cls" or "mean" (see `ClassificationHead`).
+      pooling: "cls" or "mean" (see `ClassificationHead`); default: the encoder's own where its
+        config records one (an imported sentence-transformers model: mean), else the size's.
       two_layer_head: the Hugging Face two-layer head.
       pair: the model takes (text, second text) pairs (recorded for export).
 
@@ -86,7 +87,8 @@ class ElectraClassifier(keras.Model):
             raise ApiError(f"labels={self.label_names}: a classifier needs at least two distinct labels")
         cfg = self.electra_config
         # The size's defaults, as `finetune --task own_data` uses them (FinetuneTask.reference_hparams).
-        self._size_defaults = get_task(OWN_DATA).reference_hparams(cfg.model_size)
+        # An imported encoder's own read-out (config.json's pooling) wins over the size's.
+        self._size_defaults = get_task(OWN_DATA).reference_hparams(cfg.model_size, cfg.pooling)
         pooling = pooling or self._size_defaults["pooling"]
         self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
         if sequence_length > cfg.max_position_embeddings:
@@ -99,6 +101,11 @@ class ElectraClassifier(keras.Model):
         build_and_call(self.backbone, min(8, sequence_length))
         self.built = True
         self.compile()
+
+    @property
+    def recommended_batch_size(self) -> int:
+        """The training batch `finetune` uses for this model size (16 for an imported encoder, else 32)."""
+        return int(self._size_defaults["batch_size"])
 
     @property
     def encoder(self):
@@ -153,9 +160,11 @@ class ElectraClassifier(keras.Model):
         """Keras `compile` with defaults: cross-entropy on logits (MSE for a regression),
         accuracy, no XLA (the tokenizer's ops do not compile), and with `optimizer="auto"`
         the optimizer `finetune` uses, built by `fit` once it knows the number of steps:
-        AdamW at the model size's peak rate (1e-4 for the paper's sizes, 1e-3 for tiny /
-        cpu_demo / mini) with layer-wise decay, 10% linear warm-up then linear decay,
-        weight decay 0.01 and gradient clipping at 1.0."""
+        AdamW at the model size's peak rate and layer-wise decay (1e-4 and 0.8 for the
+        paper's sizes; 5e-5 and none for an imported BERT-family encoder; 1e-3 and none for
+        tiny / cpu_demo / mini), 10% linear warm-up then linear decay, weight decay 0.01 and
+        gradient clipping at 1.0. Batch your dataset as `finetune` would: 32, or 16 for an
+        imported encoder (`recommended_batch_size`)."""
         self._auto_optimizer = isinstance(optimizer, str) and optimizer == "auto"
         if self._auto_optimizer:
             # A stand-in until `fit` builds the schedule (predict and evaluate need no optimizer).

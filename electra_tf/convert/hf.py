@@ -350,9 +350,30 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
         if theirs in hf_disc:
             overrides[ours] = float(hf_disc[theirs])
     sizes["untied_generator_embeddings"] = untied
+    if hf_disc.get("model_type") == "bert":
+        # Fine-tuning takes the recipe of an imported public encoder and its own read-out
+        # (electra_tf/finetune/size_defaults.py), not the one of an ELECTRA size.
+        overrides["model_size"] = "imported"
+        overrides["pooling"] = native_pooling(disc_dir)
     config = build_config(sizes, base, num_heads=int(hf_disc["num_attention_heads"]),
                           generator_heads=gen_heads, **overrides)
     return config, tensors, info
+
+
+def native_pooling(model_dir: str) -> Optional[str]:
+    """The sentence read-out a sentence-transformers model was trained with ("mean" or "cls"),
+    from its `1_Pooling/config.json`; None where the directory has none or it is another mode
+    (max, mean of square-root length), which fine-tuning here does not offer."""
+    path = os.path.join(model_dir, "1_Pooling", "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        modes = json.load(f)
+    chosen = [mode for mode, key in (("mean", "pooling_mode_mean_tokens"), ("cls", "pooling_mode_cls_token"))
+              if modes.get(key)]
+    others = [k for k, v in modes.items() if k.startswith("pooling_mode_") and v and k not in (
+        "pooling_mode_mean_tokens", "pooling_mode_cls_token")]
+    return chosen[0] if len(chosen) == 1 and not others else None
 
 
 def find_vocab(*dirs) -> Optional[str]:

@@ -55,13 +55,16 @@ def define_flags(fv=None) -> None:
     string("vocab_file", None, "WordPiece vocabulary (default: <init>/vocab.txt).", flag_values=fv)
     flags.DEFINE_list("seed", ["1"], "Comma-separated seeds, one model each; the median over the seeds is "
                       "reported.", flag_values=fv)
-    real("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large).", flag_values=fv)
-    real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off).", flag_values=fv)
+    real("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large and imported encoders, 1e-3 "
+         "tiny/cpu_demo/mini).", flag_values=fv)
+    real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off, the default of "
+         "imported encoders and the CPU sizes).", flag_values=fv)
     boolean("reference_lr_power", D.reference_lr_power, "Reproduce the reference's extra factor d on every encoder layer "
             "(google-research/electra issue #51).", flag_values=fv)
     real("epochs", None, "Training epochs (default 3; 10 for RTE/STS-B; 2 for SQuAD).", flag_values=fv)
     integer("batch_size", D.batch_size, "Global training batch: examples per optimizer step over all replicas "
-            "(--strategy mirrored splits each batch across the devices).", flag_values=fv)
+            "(--strategy mirrored splits each batch across the devices; default 32, 16 for imported encoders).",
+            flag_values=fv)
     integer("eval_batch_size", D.eval_batch_size, "Global evaluation batch size.", flag_values=fv)
     integer("max_seq_length", None, "Sequence length (default 128 GLUE, 512 SQuAD, 256 tagging).", flag_values=fv)
     real("warmup_proportion", D.warmup_proportion, "Fraction of train steps with linear lr warmup.", flag_values=fv)
@@ -75,7 +78,9 @@ def define_flags(fv=None) -> None:
             "end only).", flag_values=fv)
     boolean("two_layer_head", D.two_layer_head, "Hugging Face two-layer classification head.", flag_values=fv)
     enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector or the mean over the tokens "
-         "(default: cls for the paper's sizes, mean for the CPU sizes tiny, cpu_demo and mini).", flag_values=fv)
+         "(default: the encoder's own where its config records one, as an imported sentence-transformers model's "
+         "does; else cls for the paper's sizes and imported encoders, mean for the CPU sizes tiny, cpu_demo and "
+         "mini).", flag_values=fv)
     integer("reinit_top_layers", D.reinit_top_layers, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
             "embeddings and lower blocks; helps small-data tasks).", flag_values=fv)
     boolean("double_unordered", D.double_unordered, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
@@ -86,6 +91,10 @@ def define_flags(fv=None) -> None:
     integer("n_best_size", D.n_best_size, "SQuAD: beam width and n-best answers kept.", flag_values=fv)
     integer("max_answer_length", D.max_answer_length, "SQuAD: longest answer in word pieces.", flag_values=fv)
     string("tfds_data_dir", None, "tfds data directory (GLUE without --data_dir).", flag_values=fv)
+    boolean("overwrite", D.overwrite, "Start over in an --output_dir that holds a run with "
+            "other settings or input files whose content changed (removes its settings.json, results.json and "
+            "seed_<n>/ folders first); without it such a re-run is refused, and an unchanged one resumes.",
+            flag_values=fv)
     boolean("do_lower_case", None, "Lower-case and strip accents (uncased vocabularies); default: the model's "
             "config.json (as pre-trained), --[no]do_lower_case overrides it.", flag_values=fv)
 
@@ -110,7 +119,7 @@ def settings_from_flags(values) -> Settings:
             "weight_decay", "clip_norm", "max_train_examples", "max_eval_examples", "two_layer_head", "pooling",
             "reinit_top_layers", "double_unordered", "tagging_scheme", "doc_stride", "max_query_length",
             "n_best_size", "max_answer_length", "strategy", "num_cpu_devices", "mixed_precision", "jit_compile",
-            "tfds_data_dir", "do_lower_case", "eval_every")
+            "tfds_data_dir", "do_lower_case", "eval_every", "overwrite")
     settings = Settings(
         task=task.lower(), seeds=seeds, max_steps=values.train_steps,
         **{n: values[n].value for n in same},

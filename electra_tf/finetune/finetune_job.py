@@ -39,6 +39,8 @@ import keras
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_json_atomic
+from electra_tf.data.fingerprints import changed_inputs, fingerprints
+from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
 from electra_tf.finetune.modeling.task_models import build_and_call
@@ -61,7 +63,11 @@ SETTINGS_FILE = "settings.json"  # in output_dir: what a re-run must match to re
 RESULT_FILE = "result.json"  # in seed_<n>/: written when the seed is done
 CHECKPOINT_DIR = "checkpoints"  # in seed_<n>/: removed when the seed is done
 # Settings that may differ between a run and its resumption.
-_RESUMABLE_CHANGES = ("seeds", "log_every", "eval_every")
+_RESUMABLE_CHANGES = ("seeds", "log_every", "eval_every", "overwrite")
+# The recipe's settings that, left unset, come from the model size's defaults and the task
+# (FinetuneTask.reference_hparams), in the order the opening lines show them.
+RECIPE_DEFAULTS = ("learning_rate", "epochs", "batch_size", "layerwise_lr_decay", "pooling", "max_seq_length")
+INPUTS_KEY = "inputs"  # in settings.json: the content fingerprints of the files the run read
 
 
 def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tokenizer,
@@ -198,8 +204,8 @@ def resolve_init(s: Settings, task: FinetuneTask
     if s.init == "random":
         # A random encoder is built for the vocabulary it is given, as pre-training does.
         cfg = cfg.for_vocab(vocab_path)
-    ref = task.reference_hparams(cfg.model_size)
-    for key in ("learning_rate", "layerwise_lr_decay", "epochs", "max_seq_length", "pooling"):
+    ref = task.reference_hparams(cfg.model_size, cfg.pooling)
+    for key in RECIPE_DEFAULTS:
         if getattr(s, key) is None:
             setattr(s, key, ref[key])
     if s.max_seq_length > cfg.max_position_embeddings:
@@ -215,20 +221,90 @@ def resolve_init(s: Settings, task: FinetuneTask
     return weights, config_path, vocab_path, cfg, tokenizer
 
 
-def _resumable_settings(s: Settings) -> Tuple[Dict, str]:
-    """The settings a resumption must match, and settings.json's path; refuses an
-    --output_dir that holds a run with other settings."""
+def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: FinetuneTask,
+                 num_train: int) -> List[str]:
+    """The run's opening lines on its recipe: each setting's value and where it came from.
+
+    Args:
+      s: resolved settings.
+      given: the recipe settings the caller set (flags); the others are defaults.
+      cfg: the encoder's config (its model_size picked the defaults, its pooling the read-out).
+      task: the task (its epochs and sequence length are the task's defaults).
+      num_train: training examples (for the step counts).
+    """
+    size = size_defaults.source_of(cfg.model_size)
+    task_default = f"default for {task.name}"
+    origin = {"learning_rate": size, "batch_size": size, "layerwise_lr_decay": size,
+              "epochs": f"{cfg.model_size} default for {task.name}" if size_defaults.for_size(cfg.model_size).cpu_epochs
+              else task_default,
+              "pooling": "the encoder's own: its config.json records pooling" if cfg.pooling else size,
+              "max_seq_length": task_default}
+    total, per_epoch = train_steps(num_train, s, s.epochs)
+    planned = max(1, int(round(per_epoch * s.epochs)))
+    steps = f"{planned} steps, {per_epoch} an epoch" + (f"; --train_steps stops at {total}" if total < planned else "")
+    shown = {"learning_rate": f"{s.learning_rate:g}", "epochs": f"{s.epochs:g} ({steps})",
+             "batch_size": str(s.batch_size), "layerwise_lr_decay": f"{s.layerwise_lr_decay:g}"
+             + (" (none)" if s.layerwise_lr_decay == 1 else ""),
+             "pooling": {"cls": "cls (the [CLS] vector)", "mean": "mean (of the token vectors)"}[s.pooling],
+             "max_seq_length": str(s.max_seq_length)}
+    keys = [k for k in RECIPE_DEFAULTS if k != "pooling" or task.pools]
+    lines = [f"recipe (model_size {cfg.model_size!r}; a flag overrides each):"]
+    for key in keys:
+        lines.append(f"  --{key}={shown[key]}  [{'flag' if key in given else origin[key]}]")
+    d = Settings.defaults()
+    warmup = max(0, int(round(total * s.warmup_proportion)))
+    lines.append(f"  --warmup_proportion={s.warmup_proportion:g} ({warmup} steps), --weight_decay={s.weight_decay:g}, "
+                 f"--clip_norm={s.clip_norm:g}  [" + ", ".join(
+                     "flag" if getattr(s, k) != getattr(d, k) else "default"
+                     for k in ("warmup_proportion", "weight_decay", "clip_norm")) + "]")
+    return lines
+
+
+def input_files(s: Settings, weights: Optional[str], config_path: str, vocab_path: str) -> Dict[str, Optional[str]]:
+    """The files a run reads, by the flag that names them (their content must not change under a
+    resumption)."""
+    return {"--train_file": s.train_file, "--validation_file": s.validation_file, "--test_file": s.test_file,
+            "--data_dir": s.data_dir, "--init": weights, "--config": config_path, "--vocab_file": vocab_path}
+
+
+def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
+    """The settings a resumption must match (with the inputs' content fingerprints), and
+    settings.json's path; refuses an --output_dir that holds a run with other settings or
+    inputs, unless --overwrite starts it over."""
     fixed = {k: v for k, v in dataclasses.asdict(s).items() if k not in _RESUMABLE_CHANGES}
     settings_path = os.path.join(s.output_dir, SETTINGS_FILE)
-    if os.path.isfile(settings_path):
+    if os.path.isfile(settings_path) and not s.overwrite:
         with open(settings_path, encoding="utf-8") as f:
             before = json.load(f)
+        recorded = before.pop(INPUTS_KEY, None)
         changed = settings_conflicts(before, fixed)
         if changed:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
                                 f"({', '.join(changed)} differ from {settings_path}); re-run with the same "
-                                f"flags to resume it, or pass a new --output_dir")
+                                f"flags to resume it, or pass a new --output_dir (or --overwrite "
+                                f"to start over there)")
+        # A run from before inputs were recorded cannot be checked; it resumes as it did then.
+        altered = [] if recorded is None else changed_inputs(recorded, inputs)
+        if altered:
+            named = ", ".join(f"{name} {(inputs.get(name) or recorded.get(name))['path']}" for name in altered)
+            raise FinetuneError(f"{named} changed since the run in --output_dir {s.output_dir} began (the content "
+                                f"differs from what {settings_path} records); pass a new --output_dir, or "
+                                f"--overwrite to start over there")
+    fixed[INPUTS_KEY] = inputs
     return fixed, settings_path
+
+
+def _start_over(output_dir: str) -> None:
+    """--overwrite: removes what an earlier fine-tuning run wrote in `output_dir`
+    (settings, results, seed folders), nothing else."""
+    if not os.path.isdir(output_dir):
+        return
+    for name in os.listdir(output_dir):
+        path = os.path.join(output_dir, name)
+        if name in (SETTINGS_FILE, "results.json"):
+            os.remove(path)
+        elif name.startswith("seed_") and name[len("seed_"):].lstrip("-").isdigit() and os.path.isdir(path):
+            shutil.rmtree(path)
 
 
 def run_task(s: Settings) -> Dict:
@@ -250,20 +326,25 @@ def run_task(s: Settings) -> Dict:
     problem = output_dir_problem(s.output_dir)
     if problem:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
+    given = [k for k in RECIPE_DEFAULTS if getattr(s, k) is not None]
     weights, config_path, vocab_path, cfg, tokenizer = resolve_init(s, task)
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
-    fixed, settings_path = _resumable_settings(s)
+    fixed, settings_path = _resumable_settings(s, fingerprints(input_files(s, weights, config_path, vocab_path)))
     with precision_policy(PRECISION_POLICIES[s.mixed_precision]):
-        return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path)
+        return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path, given)
 
 
 def _run_seeds(s: Settings, task: FinetuneTask, weights, config_path, vocab_path, cfg, tokenizer, fixed,
-               settings_path) -> Dict:
+               settings_path, given: Sequence[str] = ()) -> Dict:
     """The second half of `run_task`: data once, then every seed, under the run's dtype policy."""
     data = task.prepare_data(s, tokenizer)
     for line in task.summary_lines(data, cfg.max_position_embeddings):
         print(line, flush=True)
+    for line in recipe_lines(s, given, cfg, task, data.num_train):
+        print(line, flush=True)
+    if s.overwrite:
+        _start_over(s.output_dir)
     results = []
     for seed in s.seeds:
         # DEBUG, not INFO: absl prints INFO records of Python loggers on stderr.

@@ -39,7 +39,7 @@ class Settings:
     layerwise_lr_decay: Optional[float] = None
     reference_lr_power: bool = False
     epochs: Optional[float] = None
-    batch_size: int = 32  # global: examples per optimizer step over all replicas
+    batch_size: Optional[int] = None  # global: examples per optimizer step over all replicas (None: by size)
     eval_batch_size: int = 64
     max_seq_length: Optional[int] = None
     warmup_proportion: float = 0.1
@@ -75,6 +75,9 @@ class Settings:
     label_column: str = "label"
     validation_split: Optional[float] = None  # hold out this fraction of --train_file (seeded, stratified)
     label_type: Optional[str] = None  # "classification" or "regression"; None: decided by the training labels
+    # Start over in an --output_dir that holds a run with other settings or changed input files
+    # (its settings, results and seed folders are removed first); without it such a re-run is refused.
+    overwrite: bool = False
 
     @classmethod
     def defaults(cls) -> types.SimpleNamespace:
@@ -93,6 +96,8 @@ def check_numbers(s: Settings) -> None:
     """Refuses numeric settings that cannot train, before any work (one line each)."""
     for name in ("batch_size", "eval_batch_size"):
         value = getattr(s, name)
+        if value is None and name == "batch_size":
+            continue  # the model size's default
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FinetuneError(f"--{name}={value} must be a positive integer")
     for name in ("learning_rate", "epochs"):

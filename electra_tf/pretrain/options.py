@@ -217,11 +217,13 @@ def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> s
     return latest[1]
 
 
-# The fields of a model directory's config that --init takes over: the discriminator's shape
-# and its tokenizer. Everything else (objective, generator width, optimisation, masking) is the job's.
+# The fields of a model directory's config that --init takes over: the discriminator's shape, its
+# tokenizer, and what fine-tuning knows the encoder by (its size name, which picks the fine-tuning
+# defaults, and its own read-out). Everything else (objective, generator width, optimisation,
+# masking) is the job's.
 INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size",
-                     "layer_norm_eps", "do_lower_case")
+                     "layer_norm_eps", "do_lower_case", "model_size", "pooling")
 
 
 def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,

@@ -23,7 +23,9 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
+from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.fs import write_json_atomic
+from electra_tf.data.manifest import MANIFEST_NAME
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
 from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, make_inputs, prepare_embedded_default,
@@ -50,6 +52,24 @@ def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> No
     if changed:
         fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
              f"{run_path}); re-run with the same flags to resume it, or pass a new --output_dir")
+    recorded = previous.get("settings", {}).get("inputs")  # None: a run from before inputs were recorded
+    altered = [] if recorded is None else changed_inputs(recorded, settings["inputs"])
+    if altered:
+        named = ", ".join(f"{name} {(settings['inputs'].get(name) or recorded[name])['path']}" for name in altered)
+        fail(f"{named} changed since the run in {model_dir} began (its content differs from what {run_path} "
+             f"records: rebuilt shards or another vocabulary); resuming would train on other data than its "
+             f"checkpoints did: pass a new --output_dir, or restore the files")
+
+
+def _input_fingerprints(plan) -> dict:
+    """The content of what the run reads, for the resume check: each shard folder by its
+    manifest.json (which holds every shard's SHA-256, so it changes whenever a shard does) and the
+    vocabulary. The embedded default builds its data inside the run directory: nothing to record."""
+    if plan.embedded:
+        return {}
+    manifest = lambda d: d and tf.io.gfile.join(d, MANIFEST_NAME)  # noqa: E731
+    return fingerprints({"--data_dir": manifest(plan.data_dir), "--eval_data_dir": manifest(plan.eval_dir),
+                         "--vocab_file": plan.vocab_file})
 
 
 def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) -> dict:
@@ -95,6 +115,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         plan.data_dir, plan.eval_dir, plan.vocab_file = prepare_embedded_default(model_dir, plan.config, log)
         plan.config = plan.config.for_vocab(plan.vocab_file)
         settings["config"] = plan.config.to_dict()
+    settings["inputs"] = _input_fingerprints(plan)
     _check_resume(previous, settings, model_dir, run_path)
 
     config = plan.config

@@ -298,6 +298,21 @@ def _(c):
     return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--data_dir", copy), absent=[c.tmp / "run"])
 
 
+@entry("pretrain-input-changed", P, "a re-run after the --data_dir shards were rebuilt",
+       "error: --data_dir <dir> changed since the run in <model_dir> began (its content differs from what "
+       "<run.json> records: rebuilt shards or another vocabulary); resuming would train on other data than its "
+       "checkpoints did: pass a new --output_dir, or restore the files", 2)
+def _(c):
+    copy = c.tmp / "shards"
+    shutil.copytree(c.job["data_dir"], copy)
+    run = c.tmp / "run"
+    args = _replace(_job_args(c.job)(run, "--train_steps", "1"), "--data_dir", copy)
+    assert c.pretrain(args).code == 0
+    manifest = copy / "manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=4))  # a rebuild's new manifest
+    return c.pretrain(args, unchanged=run)
+
+
 @entry("pretrain-model-dir-of-another-run", P, "--output_dir holding a run with other settings",
        "error: <model_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
        "flags to resume it, or pass a new --output_dir", 2)
@@ -552,9 +567,27 @@ def _(c):
     return c.finetune(c.finetune_base(out, **{"--max_seq_length": "128"}), absent=[out])
 
 
+@entry("finetune-input-changed", F, "a re-run after the --data_dir files changed (rows added or dropped)",
+       "error: --data_dir <dir> changed since the run in --output_dir <dir> began (the content differs from what "
+       "<settings.json> records); pass a new --output_dir, or --overwrite to start over there", 2)
+def _(c):
+    data = c.tmp / "SST-2"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        shutil.copy(SST2_DIR / name, data / name)
+    out = c.tmp / "ft"
+    args = c.finetune_base(out, **{"--data_dir": data, "--train_steps": "1", "--max_train_examples": "8"})
+    c.finetune(args)
+    assert (out / "results.json").is_file()
+    with open(data / "train.tsv", "a", encoding="utf-8") as f:
+        f.write("a new row\t1\n")
+    return c.finetune(args, unchanged=out)
+
+
 @entry("finetune-output-of-another-run", F, "--output_dir holding a fine-tuning run with other settings",
        "error: --output_dir <dir> holds a fine-tuning run with other settings (learning_rate differ from "
-       "<settings.json>); re-run with the same flags to resume it, or pass a new --output_dir", 2)
+       "<settings.json>); re-run with the same flags to resume it, or pass a new --output_dir (or --overwrite "
+       "to start over there)", 2)
 def _(c):
     from electra_tf.finetune.settings import Settings
 
@@ -564,8 +597,8 @@ def _(c):
     settings = dataclasses.asdict(Settings(
         task="sst2", init="random", data_dir=str(SST2_DIR), output_dir=str(out), config=str(files / "config.json"),
         vocab_file=str(files / "vocab.txt"), do_lower_case=True, learning_rate=5e-5, layerwise_lr_decay=1.0, epochs=10.0,
-        pooling="mean", max_seq_length=32, max_train_examples=16, max_eval_examples=8))
-    settings = {k: v for k, v in settings.items() if k not in ("seeds", "log_every")}
+        pooling="mean", max_seq_length=32, max_train_examples=16, max_eval_examples=8, batch_size=32))
+    settings = {k: v for k, v in settings.items() if k not in ("seeds", "log_every", "overwrite")}
     (out / "settings.json").write_text(json.dumps(settings))
     return c.finetune(c.finetune_base(out, **{"--learning_rate": "1e-4"}), unchanged=out)
 

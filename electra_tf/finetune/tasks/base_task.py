@@ -72,6 +72,7 @@ class FinetuneTask(abc.ABC):
       pads_to_longest: its batches are cut to their longest row (one output per
         example, inputs ids / mask / segments only): same outputs, less work on
         short texts (`training_setup.trim_to_longest`).
+      pools: its head reads one vector per text (--pooling: [CLS] or the mean).
     """
 
     reference_epochs: float = 3.0
@@ -79,6 +80,7 @@ class FinetuneTask(abc.ABC):
     cpu_epochs: Optional[float] = None
     table_scale: float = 100.0
     pads_to_longest: bool = False
+    pools: bool = False
 
     def __init__(self, name: str):
         self.name = name
@@ -87,26 +89,30 @@ class FinetuneTask(abc.ABC):
         return f"{type(self).__name__}({self.name!r})"
 
     @staticmethod
-    def size_defaults(model_size: str) -> Dict[str, object]:
-        """The learning rate and pooling a classifier of this model size starts from."""
-        defaults = sizes.for_size(model_size)
-        return {"learning_rate": defaults.learning_rate, "pooling": defaults.pooling}
+    def size_defaults(model_size: str, pooling: Optional[str] = None) -> Dict[str, object]:
+        """The learning rate, batch and pooling a classifier of this model size starts from."""
+        defaults = sizes.for_size(model_size, pooling)
+        return {"learning_rate": defaults.learning_rate, "pooling": defaults.pooling,
+                "batch_size": defaults.batch_size}
 
-    def reference_hparams(self, model_size: str) -> Dict[str, object]:
+    def reference_hparams(self, model_size: str, pooling: Optional[str] = None) -> Dict[str, object]:
         """Default fine-tuning settings for a model size.
 
         The size's row of `electra_tf.finetune.size_defaults` (the paper's
         sizes: the reference's recipe; the sizes pre-trained on a CPU: the
-        recipe docs/domain_study.md chose) with this task's sequence length
+        recipe docs/domain_study.md chose; imported BERT-family encoders: the
+        usual recipe of a public encoder) with this task's sequence length
         and epochs.
 
         Args:
-          model_size: the config's model_size (small, base, large, tiny, ...;
-            anything else: as base).
+          model_size: the config's model_size (small, base, large, tiny, ...,
+            imported; anything else: as base).
+          pooling: the encoder's own read-out (the config's `pooling`), which
+            wins over the size's; None: the size's.
         """
-        defaults = sizes.for_size(model_size)
+        defaults = sizes.for_size(model_size, pooling)
         epochs = (self.cpu_epochs or self.reference_epochs) if defaults.cpu_epochs else self.reference_epochs
-        return dict(self.size_defaults(model_size), max_seq_length=self.reference_max_seq_length,
+        return dict(self.size_defaults(model_size, pooling), max_seq_length=self.reference_max_seq_length,
                     layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs)
 
     @abc.abstractmethod

@@ -33,6 +33,7 @@ class GlueFinetuneTask(FinetuneTask):
     """
 
     pads_to_longest = True  # one label per text: batches cut to their longest text
+    pools = True  # a sentence vector feeds the head (--pooling)
 
     def __init__(self, spec: glue_data.GlueSpec):
         super().__init__(spec.name)

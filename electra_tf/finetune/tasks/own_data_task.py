@@ -102,6 +102,7 @@ class OwnDataFinetuneTask(FinetuneTask):
     """Classification or regression on the files named by --train_file / --validation_file."""
 
     pads_to_longest = True  # one label per text: batches cut to their longest text
+    pools = True  # a sentence vector feeds the head (--pooling)
 
     cpu_epochs = 10.0  # as GLUE's: a CPU-sized encoder learns from few rows slowly
 
@@ -252,6 +253,12 @@ def _baseline(y: np.ndarray, regression: bool):
     return float(np.mean(y)) if regression else int(np.argmax(np.bincount(y)))
 
 
+def _commonest(y: np.ndarray) -> List[int]:
+    """The class ids that share the highest count in `y`."""
+    counts = np.bincount(y)
+    return [int(i) for i in np.flatnonzero(counts == counts.max())]
+
+
 def _summary(s: Settings, label_set: LabelSet, read_rows: int, train_y, dev_y, test: Optional[Examples],
              test_y, truncated: Dict[str, Optional[np.ndarray]]) -> Dict:
     """results.json's "data": rows, labels and the rule, the baselines, truncation at --max_seq_length."""
@@ -271,6 +278,11 @@ def _summary(s: Settings, label_set: LabelSet, read_rows: int, train_y, dev_y, t
     # The best constant answer of each labelled split: its mean, or its commonest label.
     out["baseline"] = {split: (_baseline(y, True) if label_set.regression else label_set.names[_baseline(y, False)])
                        for split, y in (("validation", dev_y), ("test", test_y)) if y is not None}
+    if not label_set.regression:
+        # Several commonest labels: each constant answer among them scores the same; the table says so.
+        out["baseline_ties"] = {split: [label_set.names[i] for i in _commonest(y)]
+                                for split, y in (("validation", dev_y), ("test", test_y))
+                                if y is not None and len(_commonest(y)) > 1}
     out["max_seq_length"] = s.max_seq_length
     out["truncated_rows"] = {split: None if cut is None else int(np.sum(cut)) for split, cut in truncated.items()}
     return out
@@ -350,8 +362,16 @@ def format_own_table(task: str, results: List[Dict], median: Dict[str, float], s
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     base = summary["baseline"]
-    shown = ", ".join(f"{split}: {base[split]:.4g}" if label_set.regression else f"{split}: {base[split]!r}"
-                      for split, _ in splits)
+    ties = summary.get("baseline_ties") or {}
+
+    def constant(split: str) -> str:
+        if label_set.regression:
+            return f"{split}: {base[split]:.4g}"
+        if split in ties:
+            return f"{split}: a tie of {', '.join(map(repr, ties[split]))}, each as good"
+        return f"{split}: {base[split]!r}"
+
+    shown = ", ".join(constant(split) for split, _ in splits)
     if label_set.regression:
         legend = (f"MSE and RMSE in the labels' units (MSE squared), Pearson and Spearman from -1 to 1; mean = "
                   f"always answering the split's mean label ({shown}), whose MSE is the labels' variance")
