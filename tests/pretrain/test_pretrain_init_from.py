@@ -119,8 +119,12 @@ def test_converted_bert_encoder_gets_a_fresh_generator_and_head(tmp_path, job_da
     from electra_tf.models.saving import load_encoder
 
     bert, original = _bert_dir(tmp_path, job_data)
+    (bert / "1_Pooling").mkdir()  # a sentence-transformers model: its read-out is the mean
+    (bert / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
     converted = tmp_path / "converted"
     assert convert_main(["--from", "hf", "--input", str(bert), "--output_dir", str(converted)]) == 0
+    imported = json.loads((converted / "config.json").read_text())
+    assert (imported["model_size"], imported["pooling"]) == ("imported", "mean")
     capsys.readouterr()
     out_dir = tmp_path / "adapted"
     code, out, err = _run(capsys, _init_args(job_data, out_dir, converted, "--train_steps", "2",
@@ -130,6 +134,8 @@ def test_converted_bert_encoder_gets_a_fresh_generator_and_head(tmp_path, job_da
     assert "--init: generator fresh (the model directory has none trained)" in out
     enc, cfg = load_encoder(str(out_dir / "pretrained"))
     assert (cfg.embedding_size, cfg.hidden_size, cfg.num_hidden_layers) == (64, 64, 2)  # the checkpoint's shape
+    # Fine-tuning knows the adapted encoder as the imported one: the same defaults, its own read-out.
+    assert (cfg.model_size, cfg.pooling) == ("imported", "mean")
     for a, b in zip(_weights(original.discriminator), _weights(enc)):
         np.testing.assert_array_equal(a, b)
 
