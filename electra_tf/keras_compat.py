@@ -65,9 +65,13 @@ check_keras()
 
 
 # --------------------------------------------------------------------- weights
-def save_weights_only(layer, path: str) -> None:
-    """Writes the weights of `layer` (a layer or model, built) to a `.weights.h5` file."""
-    saving_lib.save_weights_only(layer, path)
+def save_weights_only(layer, path: str, skip=()) -> None:
+    """Writes the weights of `layer` (a layer or model, built) to a `.weights.h5` file.
+
+    `skip`: objects tracked by `layer` whose state is left out (e.g. a compiled model's
+    optimizer, whose slots would triple the file of a model trained with Adam).
+    """
+    saving_lib.save_weights_only(layer, path, objects_to_skip=list(skip) or None)
 
 
 def load_weights_only(layer, path: str) -> None:

@@ -2,7 +2,8 @@
 
     config.json              ElectraConfig of the encoder (do_lower_case: as fine-tuned)
     vocab.txt                the WordPiece vocabulary
-    classifier.weights.h5    the whole `ClassifierModel` (encoder + task head)
+    classifier.weights.h5    the whole `ClassifierModel` (encoder + task head), its weights only:
+                             no optimizer state, so the file is the model's size
     classifier.json          task, labels, regression, pair, num_outputs,
                              two_layer_head, pooling, max_seq_length, do_lower_case
                              (and columns, for a model fine-tuned on own files)
@@ -58,7 +59,11 @@ def save_classifier(output_dir: str, model, config, vocab_file: str, labels: Seq
         shutil.copyfile(vocab_file, target + ".tmp")
         os.replace(target + ".tmp", target)
     tmp = os.path.join(output_dir, CLASSIFIER_WEIGHTS + ".tmp.weights.h5")
-    save_weights_only(model, tmp)  # into a temporary name, then renamed: never a half-written file
+    # The model's weights only: a compiled model's optimizer state (Adam's two slots per weight,
+    # twice the model again) lives in the resumable checkpoints, not in the model a user copies.
+    optimizer = getattr(model, "optimizer", None)
+    # Into a temporary name, then renamed: never a half-written file.
+    save_weights_only(model, tmp, skip=[optimizer] if optimizer is not None else ())
     os.replace(tmp, os.path.join(output_dir, CLASSIFIER_WEIGHTS))
     meta = {"task": task, "labels": list(labels), "regression": bool(regression), "pair": bool(pair),
             "num_outputs": 1 if regression else len(labels), "two_layer_head": bool(two_layer_head),
