@@ -8,7 +8,13 @@ graph loads without electra_tf or Keras.
 Encoding is fine-tuning's, by construction: both call
 `electra_tf.preprocessing.TextPreprocessor` (`[CLS] a [SEP]`, and `b [SEP]` for
 pairs, with the reference pair-truncation rule). Batches are padded to their
-longest row, not to max_seq_length.
+longest row rounded up to a multiple of `width_multiple` (16; capped at
+max_seq_length), not to max_seq_length: a server then meets a few widths, not
+one per text length, so the kernels it builds per input shape (oneDNN
+primitives, the XLA-compiled loops of the fused encoder) are built for those few
+widths and reused. The extra columns are padding, masked out of attention; the
+per-token outputs are cut back to the batch's longest row, so the outputs do not
+change (tests/export/test_width_buckets.py).
 """
 
 from __future__ import annotations
@@ -19,13 +25,28 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
+from electra_tf.models import fused_ops
 from electra_tf.preprocessing import TextPreprocessor, pair_lengths
 
-__all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "pair_lengths"]
+__all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "WIDTH_MULTIPLE", "pair_lengths", "padded_width"]
 
 DISCRIMINATOR, CLASSIFIER = "discriminator", "classifier"
 # A classifier SavedModel's label names and columns, beside the graph (see `save`).
 ASSETS_EXTRA, CLASSIFIER_METADATA = "assets.extra", "classifier.json"
+# Served batches are padded to their longest row rounded up to a multiple of this.
+WIDTH_MULTIPLE = 16
+
+
+def padded_width(width, multiple: int, limit: int):
+    """`width` rounded up to a multiple of `multiple`, but not past `limit` (nor below `width`).
+
+    Works on Python ints and on int32 scalar tensors."""
+    if multiple <= 1:
+        return width
+    rounded = (width + multiple - 1) // multiple * multiple
+    if isinstance(width, int):
+        return max(width, min(rounded, limit))
+    return tf.maximum(width, tf.minimum(rounded, limit))
 
 
 class ServingModule(tf.Module):
@@ -45,11 +66,19 @@ class ServingModule(tf.Module):
       metadata: a classifier's classifier.json (labels, columns, ...): `save`
         writes it to assets.extra/classifier.json, where `electra_tf.predict`
         finds the label names and text columns (TF Serving ignores the folder).
+      width_multiple: batches run padded to their longest row rounded up to a
+        multiple of this (capped at max_seq_length; at the model's positions for
+        `serve_encoded`); 1: to the longest row. Outputs are the same either way.
+      xla_loops: run the fused encoder's element-wise loops XLA-compiled, as
+        training does. Off (the default), they are plain TensorFlow ops that
+        oneDNN fuses with the matmuls: no XLA compile at request time for each
+        new batch x width a server meets (docs/performance.md).
     """
 
     def __init__(self, kind: str, encoder, head, vocab: Sequence[str], max_seq_length: int,
                  do_lower_case: bool = True, labels: Optional[List[str]] = None, pair: bool = False,
-                 regression: bool = False, metadata: Optional[dict] = None):
+                 regression: bool = False, metadata: Optional[dict] = None,
+                 width_multiple: int = WIDTH_MULTIPLE, xla_loops: bool = False):
         super().__init__(name=f"electra_{kind}")
         if kind not in (DISCRIMINATOR, CLASSIFIER):
             raise ValueError(f"kind must be discriminator or classifier, not {kind!r}")
@@ -59,6 +88,8 @@ class ServingModule(tf.Module):
         self.pair = bool(pair)
         self.regression = bool(regression)
         self.max_seq_length = int(max_seq_length)
+        self.width_multiple = max(1, int(width_multiple))
+        self.xla_loops = bool(xla_loops)
         self.encoder = encoder
         self.head = head
         self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, do_lower_case=do_lower_case)
@@ -86,16 +117,24 @@ class ServingModule(tf.Module):
         return self.preprocessor(text_a, text_b)
 
     # ------------------------------------------------------------------ model
-    def _model_outputs(self, input_ids, input_mask, segment_ids):
-        inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        hidden = self.encoder(inputs, training=False)
-        mask = tf.cast(input_mask, tf.float32)
+    def _model_outputs(self, input_ids, input_mask, segment_ids, limit=None):
+        """The model on [B, T] inputs padded to `padded_width(T, width_multiple, limit)`; per-token
+        outputs come back [B, T]."""
+        width = tf.shape(input_ids)[1]
+        target = padded_width(width, self.width_multiple,
+                              self.max_seq_length if limit is None else limit)
+        padding = [[0, 0], [0, target - width]]
+        inputs = {"input_ids": tf.pad(input_ids, padding), "input_mask": tf.pad(input_mask, padding),
+                  "segment_ids": tf.pad(segment_ids, padding)}
+        with fused_ops.xla_loops(self.xla_loops):  # read while the serving functions are traced
+            hidden = self.encoder(inputs, training=False)
         if self.kind == DISCRIMINATOR:
-            logits = tf.cast(self.head(hidden), tf.float32)
+            logits = tf.cast(self.head(hidden), tf.float32)[:, :width]
+            mask = tf.cast(input_mask, tf.float32)
             probs = tf.sigmoid(logits) * mask
             return {"replaced_logits": logits * mask, "replaced_probs": probs}
         # The mask: a head with pooling="mean" averages over the real tokens only.
-        logits = tf.cast(self.head(hidden, input_mask=input_mask, training=False), tf.float32)
+        logits = tf.cast(self.head(hidden, input_mask=inputs["input_mask"], training=False), tf.float32)
         if self.regression:
             return {"score": tf.squeeze(logits, -1)}
         probs = tf.nn.softmax(logits, -1)
@@ -162,7 +201,7 @@ class ServingModule(tf.Module):
     def _serve_encoded(self, input_ids, input_mask, segment_ids):
         with tf.control_dependencies(self._check_encoded(input_ids, input_mask, segment_ids)):
             input_ids, input_mask, segment_ids = (tf.identity(t) for t in (input_ids, input_mask, segment_ids))
-        return self._model_outputs(input_ids, input_mask, segment_ids)
+        return self._model_outputs(input_ids, input_mask, segment_ids, limit=self.encoder.embeddings.max_positions)
 
     def signatures(self):
         sigs = {"serving_default": self.serve.get_concrete_function(),

@@ -22,9 +22,17 @@ as with Keras) with the replica id mixed in (Keras' mirrored seed state would
 give every replica the same mask). An element is kept when its 32-bit hash is
 >= round(rate * 2**32); the masks differ from Keras' own streams, the rate is
 the same.
+
+Serving graphs trace their forward pass inside `xla_loops(False)`: there the
+loops of inference calls (training off) run as plain TensorFlow ops, which
+oneDNN's graph rewrites fuse with the matmuls, instead of one XLA compile per
+new input shape at request time (a server meets a new batch x width at any
+time). Training keeps the XLA loops.
 """
 
+import contextlib
 import math
+import threading
 
 import keras
 import tensorflow as tf
@@ -33,6 +41,22 @@ from electra_tf.numerics import GOLDEN, mix32, row_keys
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TRACE = threading.local()
+
+
+@contextlib.contextmanager
+def xla_loops(enabled: bool):
+    """While tracing inside, inference calls (training off) use XLA loops only if `enabled`."""
+    old = getattr(_TRACE, "xla", True)
+    _TRACE.xla = bool(enabled)
+    try:
+        yield
+    finally:
+        _TRACE.xla = old
+
+
+def _plain_inference(training) -> bool:
+    return not training and not getattr(_TRACE, "xla", True)
 
 
 # ---------------------------------------------------------------- dropout
@@ -143,7 +167,7 @@ def _bias_gelu_backward(x, bias, dy):
     return tf.cast(dx, dy.dtype), _rows_sum(dx)
 
 
-def bias_gelu(x, bias):
+def bias_gelu(x, bias, training=None):
     """Exact (erf) GELU of x + bias: (x + b) * Phi(x + b); d/dx = Phi + (x + b) * phi.
 
     Same values as `keras.activations.gelu(x + bias)` to float32 round-off;
@@ -152,7 +176,14 @@ def bias_gelu(x, bias):
     Args:
         x: [..., F] matmul output (any float dtype; computed in float32).
         bias: [F] (float32 variable or tensor).
+        training: only read inside `xla_loops(False)`: there an inference call on
+            float32 is `tf.nn.gelu(tf.nn.bias_add(x, bias))`, which oneDNN fuses into
+            the matmul.
     """
+    if _plain_inference(training):
+        if x.dtype == tf.float32:
+            return tf.nn.gelu(tf.nn.bias_add(x, tf.cast(bias, x.dtype)), approximate=False)
+        return _bias_gelu_forward.python_function(x, bias)
     bias = tf.convert_to_tensor(bias)
 
     @tf.custom_gradient
@@ -222,6 +253,8 @@ def add_dropout_norm(y, residual, norm_layer, dropout_layer=None, bias=None, tra
     epsilon = float(norm_layer.epsilon)
     gamma, beta = tf.convert_to_tensor(norm_layer.gamma), tf.convert_to_tensor(norm_layer.beta)
     with_bias = bias is not None
+    if _plain_inference(training):
+        return _add_norm_forward.python_function(y, bias, residual, gamma, beta, None, 0, 1.0, epsilon)[0]
 
     @tf.custom_gradient
     def fused(y, residual, gamma, beta, *maybe_bias):
@@ -280,6 +313,8 @@ def attention_probs(scores, mask=None, dropout_layer=None, training=None, dtype=
         probs = tf.cast(tf.nn.softmax(tf.cast(s, tf.float32), axis=-1), dtype)
         return dropout(dropout_layer, probs, training=training)
     key, threshold, scale = dropout_plan(dropout_layer, training)
+    if _plain_inference(training):
+        return _attention_probs_forward.python_function(scores, mask, None, 0, 1.0, tf.as_dtype(dtype))[0]
 
     @tf.custom_gradient
     def fused(scores):

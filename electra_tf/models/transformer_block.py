@@ -188,7 +188,8 @@ class TransformerBlock(ConfigFields, keras.layers.Layer):
         intermediate = self.feedforward_intermediate_dense
         if fused_ops.is_exact_gelu(intermediate.activation):
             y = fused_ops.bias_gelu(tf.matmul(tf.reshape(x, [-1, hidden]),
-                                              tf.cast(intermediate.kernel, dtype)), intermediate.bias)
+                                              tf.cast(intermediate.kernel, dtype)), intermediate.bias,
+                                    training=training)
         else:
             y = tf.reshape(intermediate(x), [batch * seq, -1])
         output = self.feedforward_output_dense

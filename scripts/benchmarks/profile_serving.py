@@ -1,88 +1,152 @@
-"""Where our SavedModel's serving time goes: the in-graph tokenizer against the encoder + head, and
-which batch-1 calls are slow.
+"""Where our SavedModel's serving time goes, on the models benchmark_cpu_tasks.py left in its work
+directory (run that first, or its --quick):
 
-Reads the models `benchmark_cpu_tasks.py` left in its work directory (run that first):
+    python scripts/benchmarks/profile_serving.py [--work_dir runs/bench_cpu_tasks] [--models small,minilm] [--seq 256]
 
-    python scripts/benchmarks/profile_serving.py [--work_dir runs/bench_cpu_tasks] [--models minilm,small]
-
-For each model: 96 IMDB dev reviews at batch 32 through the SavedModel's `serve` (raw strings), the same
-batches pre-tokenized through its `serve_encoded`, and the tokenizer alone (medians of 3 rounds); then the
-same 16 reviews one at a time in 3 rounds, naming the calls slower than 3x the median.
+For each model, 2 threads (inter-op 1), IMDB dev reviews:
+1. batch 32 and batch 1: `serve` on raw strings, against the in-graph tokenizer alone and against
+   `serve_encoded` on the same ids (tokenizer vs encoder + head);
+2. cold calls: the first batch-1 call at each padded width against the next call at that width
+   (what a server pays the first time it meets a width);
+3. op types by self time over 64 batch-1 calls (TF profiler trace, summed over threads).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scripts.benchmarks.cpu_peers.traffic import ROOT, read_imdb  # noqa: E402
 
 
-def profile(work: Path, name: str, texts) -> None:
+def op_self_times(logdir):
+    """{op type: self seconds} summed over the host threads of a TF profiler trace."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    totals = collections.Counter()
+    for path in Path(logdir).rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            if not plane.name.startswith("/host:CPU"):
+                continue
+            names = {k: v.name for k, v in plane.event_metadata.items()}
+            for line in plane.lines:
+                stack = []  # (end, key, child time)
+                events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
+
+                def close(until):
+                    while stack and stack[-1][0] <= until:
+                        end, key, start, dur, child = stack.pop()
+                        totals[key] += (dur - child) * 1e-12
+                        if stack:
+                            stack[-1][4] += dur
+
+                for e in events:
+                    close(e.offset_ps)
+                    name = names.get(e.metadata_id, "?")
+                    key = name.split(":")[-1] if ":" in name else name
+                    stack.append([e.offset_ps + e.duration_ps, key, e.offset_ps, e.duration_ps, 0])
+                close(float("inf"))
+    return totals
+
+
+def profile(path: Path, name: str, texts, seq: int) -> None:
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401
 
-    from electra_tf.export.serving_loader import build_module
+    from electra_tf.preprocessing import TextPreprocessor
 
-    loaded = tf.saved_model.load(str(work / f"{name}_saved_model"))
-    module = build_module(str(work / f"{name}_seed"), "classifier", int(loaded.max_seq_length)
-                          if hasattr(loaded, "max_seq_length") else 256)
-    encode = tf.function(module.encode, input_signature=[tf.TensorSpec([None], tf.string)])
-    batches = [tf.constant(texts[i:i + 32]) for i in range(0, 96, 32)]
-    encoded = [encode(b) for b in batches]
-    for b, e in zip(batches, encoded):  # warm-up: every width once
-        loaded.serve(b)
-        loaded.serve_encoded(e["input_ids"], e["input_mask"], e["segment_ids"])
-    times = {"serve": [], "tokenizer": [], "encoder + head": []}
-    for _ in range(3):
-        t = time.perf_counter()
-        for b in batches:
-            loaded.serve(b)
-        times["serve"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        for b in batches:
-            encode(b)
-        times["tokenizer"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        for e in encoded:
+    loaded = tf.saved_model.load(str(path))
+    pre = TextPreprocessor(str(path.parent / name / "vocab.txt"), seq, do_lower_case=True)
+    encode = tf.function(lambda t: pre(t), input_signature=[tf.TensorSpec([None], tf.string)])
+    print(f"== {name}, max_seq_length {seq}")
+    for batch, n in ((32, 96), (1, 48)):
+        chunks = [tf.constant(texts[i:i + batch]) for i in range(0, n, batch)]
+        encoded = [encode(c) for c in chunks]
+        for c, e in zip(chunks, encoded):  # warm-up
+            loaded.serve(c)
             loaded.serve_encoded(e["input_ids"], e["input_mask"], e["segment_ids"])
-        times["encoder + head"].append(time.perf_counter() - t)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{name}: batch 32, 96 reviews: serve {med['serve']:.2f} s ({96 / med['serve']:.1f} reviews/s); "
-          f"tokenizer {med['tokenizer']:.3f} s ({100 * med['tokenizer'] / med['serve']:.0f}%); "
-          f"encoder + head {med['encoder + head']:.2f} s ({100 * med['encoder + head'] / med['serve']:.0f}%)")
-    latencies = []
-    for _ in range(3):
-        for text in texts[:16]:
+        times = {"serve": [], "tokenizer": [], "encoder + head": []}
+        for _ in range(3):
+            t = time.perf_counter()
+            for c in chunks:
+                loaded.serve(c)
+            times["serve"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for c in chunks:
+                encode(c)
+            times["tokenizer"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for e in encoded:
+                loaded.serve_encoded(e["input_ids"], e["input_mask"], e["segment_ids"])
+            times["encoder + head"].append(time.perf_counter() - t)
+        med = {k: 1000 * statistics.median(v) / len(chunks) for k, v in times.items()}
+        print(f"  batch {batch}: per call serve {med['serve']:.1f} ms; tokenizer {med['tokenizer']:.2f} ms "
+              f"({med['tokenizer'] / med['serve']:.0%}); encoder + head {med['encoder + head']:.1f} ms "
+              f"({med['encoder + head'] / med['serve']:.0%})")
+    # Cold: first call at each padded width, then the next call at that width.
+    lengths = pre(tf.constant(texts))["input_mask"].numpy().sum(1)
+    by_width = collections.defaultdict(list)
+    for text, n in zip(texts, lengths):
+        by_width[min(seq, -(-int(n) // 16) * 16)].append(text)
+    rows = []
+    for width in sorted(by_width):
+        pair = by_width[width][:2]
+        if len(pair) < 2:
+            continue
+        ms = []
+        for text in pair:
             t = time.perf_counter()
             loaded.serve(tf.constant([text]))
-            latencies.append(1000 * (time.perf_counter() - t))
-    p50 = statistics.median(latencies)
-    slow = [(i, round(ms)) for i, ms in enumerate(latencies) if ms > 3 * p50]
-    print(f"{name}: batch 1, 16 reviews x 3 rounds: p50 {p50:.1f} ms, max {max(latencies):.1f} ms; calls over 3x "
-          f"the median (index, ms; round r holds indices 16r..16r+15): {slow}")
+            ms.append(1000 * (time.perf_counter() - t))
+        rows.append((width, ms[0], ms[1]))
+    print("  first batch-1 call at a width vs the next (width: ms first / ms next): "
+          + ", ".join(f"{w}: {a:.0f}/{b:.0f}" for w, a, b in rows))
+    # Op types by self time, 64 warm batch-1 calls.
+    calls = [tf.constant([t]) for t in texts[:64]]
+    for c in calls:
+        loaded.serve(c)
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        t = time.perf_counter()
+        for c in calls:
+            loaded.serve(c)
+        wall = time.perf_counter() - t
+        tf.profiler.experimental.stop()
+        totals = op_self_times(logdir)
+    total = sum(totals.values())
+    print(f"  64 batch-1 calls, {1000 * wall / 64:.1f} ms per call under the profiler; op self time "
+          f"{1000 * total / 64:.1f} ms per call summed over threads; top op types:")
+    for key, sec in totals.most_common(14):
+        print(f"    {key:40s} {1000 * sec / 64:7.2f} ms/call  {sec / total:5.1%}")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work_dir", default=str(ROOT / "runs" / "bench_cpu_tasks"))
-    p.add_argument("--models", default="minilm,small")
+    p.add_argument("--models", default="small,minilm")
+    p.add_argument("--seq", type=int, default=256)
     args = p.parse_args(argv)
     work = Path(args.work_dir)
-    missing = [m for m in args.models.split(",") if not (work / f"{m}_saved_model").is_dir()]
+    missing = [m for m in args.models.split(",") if not (work / f"{m}_saved_model_{args.seq}").is_dir()]
     if missing:
-        raise SystemExit(f"error: {work} has no {missing[0]}_saved_model; run "
-                         f"scripts/benchmarks/benchmark_cpu_tasks.py first (or pass --work_dir)")
+        raise SystemExit(f"error: {work} has no {missing[0]}_saved_model_{args.seq}; run "
+                         f"scripts/benchmarks/benchmark_cpu_tasks.py first (or pass --work_dir / --seq)")
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    from scripts.benchmarks.benchmark_cpu_tasks import read_reviews
-
-    texts, _ = read_reviews("dev", 96)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    texts, _ = read_imdb("dev", 400, offset=4600)  # the end of dev: fresh to the benchmark's servers
     for name in args.models.split(","):
-        profile(work, name, texts)
+        profile(work / f"{name}_saved_model_{args.seq}", name, texts, args.seq)
     return 0
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Creates the git-ignored venv of the PyTorch and ONNX Runtime peers for
-# scripts/benchmarks/benchmark_cpu_tasks.py: torch (CPU build), transformers,
-# tokenizers, onnx + onnxscript (torch.onnx.export) and onnxruntime, all from PyPI.
+# scripts/benchmarks/benchmark_cpu_tasks.py (which runs this itself when the venv is
+# missing): torch 2.13.0 (the CPU build, pinned), transformers, tokenizers, onnx +
+# onnxscript (torch.onnx.export) and onnxruntime (its transformers optimizer fuses
+# BERT attention), from PyPI.
 #
 # They get their own venv so that the project's venv (and CI) never installs
 # onnxruntime; the benchmark drives them in a worker process.
@@ -14,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${1:-$ROOT/.venv-peers}"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
-CHECK='import torch, transformers, tokenizers, onnx, onnxscript, onnxruntime'
+CHECK='import torch, transformers, tokenizers, onnx, onnxscript, onnxruntime, onnxruntime.transformers.optimizer'
 
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   echo "peer venv already usable: $VENV"
@@ -23,7 +25,8 @@ fi
 
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip
-# torch pinned to 2.13.0: the CPU build (an open range pulls a multi-GB CUDA build).
+# torch pinned to 2.13.0, the CPU build: an open range pulls a multi-GB CUDA build. torch.compile
+# (Inductor) needs a C++ compiler on PATH (g++).
 "$VENV/bin/pip" install --quiet \
   "torch==2.13.0" \
   "transformers>=5,<6" \

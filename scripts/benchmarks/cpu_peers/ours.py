@@ -1,0 +1,193 @@
+"""Our side (the project's venv, TF 2.21 / Keras 3): the models every side loads, our fine-tuning
+step and our exported SavedModel.
+
+Models: the ELECTRA-Small shape (our random initialisation, `--seed`) and the public
+all-MiniLM-L6-v2 (imported with `python -m electra_tf.convert --from hf`); each is written for
+the peers with `convert --to hf`, and one classification head (weights drawn once) goes to every
+side. Fine-tuning step: `ClassifierModel` + fine-tuning's optimizer (`make_optimizer`: the fused
+`ElectraAdamW`, layer-wise rates, clipping 1.0), compiled as the fine-tuning job compiles it,
+`train_on_batch` with the loss read back, optionally XLA. Serving: the exported SavedModel loaded
+with `tf.saved_model.load` (in-graph tokenizer, as TF Serving runs it), and the bf16 opt-in
+(`classifier_module(seed_dir, precision="bf16")`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
+from scripts.benchmarks.cpu_peers.traffic import MINILM, ROOT, ft_batches
+
+LABELS = ["negative", "positive"]
+LR, WEIGHT_DECAY, CLIP = 5e-5, 0.01, 1.0
+
+
+def _run(cmd):
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+
+
+class Ours:
+    def __init__(self, work: Path):
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(THREADS)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        self.tf = tf
+        self.work = work
+        self.cases = {}
+
+    def versions(self):
+        import keras
+        import tensorflow as tf
+
+        return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+    # ---------------------------------------------------------------- models (written once)
+    def make_model(self, name, seed, max_seq):
+        """Our model directory, its Hugging Face copy, a classifier seed directory with a seeded
+        head, and the head's weights for the peers; returns their paths and sizes."""
+        import keras
+        import numpy as np
+
+        from electra_tf.config import ElectraConfig
+        from electra_tf.data.vocab import special_token_ids
+        from electra_tf.finetune.modeling.classifier_dir import save_classifier
+        from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+        from electra_tf.models.saving import load_encoder, save_pretrained
+        from electra_tf.pretrain import ElectraPretrainer
+
+        mdir, hf, seed_dir = self.work / name, self.work / f"{name}_hf", self.work / f"{name}_seed"
+        head_path = self.work / f"{name}_head.npz"
+        vocab = str(MINILM / "vocab.txt")
+        if not (mdir / "config.json").exists():
+            if name == "small":
+                keras.utils.set_random_seed(seed)
+                config = ElectraConfig.from_json(str(ROOT / "configs" / "small.json")).replace(max_seq_length=max_seq)
+                save_pretrained(str(mdir), ElectraPretrainer(config, special_token_ids(vocab)), vocab)
+            elif name == "minilm":
+                _run([sys.executable, "-m", "electra_tf.convert", "--from", "hf", "--input", str(MINILM),
+                      "--output_dir", str(mdir)])
+            else:
+                raise ValueError(f"unknown model {name!r}: small or minilm")
+        if not (hf / "discriminator" / "config.json").exists():
+            _run([sys.executable, "-m", "electra_tf.convert", "--from", "electra_tf", "--input", str(mdir),
+                  "--to", "hf", "--output_dir", str(hf)])
+        encoder, config = load_encoder(str(mdir))
+        if not (seed_dir / "classifier.json").exists():
+            keras.utils.set_random_seed(seed)
+            model = ClassifierModel(encoder, 2, False, config.hidden_dropout_prob, config.initializer_range,
+                                    False, pooling="cls")
+            build_and_call(model, max_seq)
+            rng = np.random.default_rng(seed + 1)
+            model.head.out.kernel.assign(rng.normal(0, 0.5, model.head.out.kernel.shape).astype("float32"))
+            save_classifier(str(seed_dir), model, config, str(mdir / "vocab.txt"), LABELS, "imdb", False, max_seq)
+            np.savez(head_path, kernel=model.head.out.kernel.numpy(), bias=model.head.out.bias.numpy())
+        return {"model_dir": str(mdir), "hf_dir": str(hf / "discriminator"), "seed_dir": str(seed_dir),
+                "head": str(head_path), "vocab": str(mdir / "vocab.txt"), "layers": int(config.num_hidden_layers)}
+
+    def saved_model(self, name, seed_dir, seq):
+        """Our classifier SavedModel at max_seq_length `seq` (what `export --kind classifier` writes)."""
+        from electra_tf.export import export
+
+        path = self.work / f"{name}_saved_model_{seq}"
+        if not (path / "saved_model.pb").exists():
+            export(seed_dir, str(path), kind="classifier", max_seq_length=seq)
+        return str(path)
+
+    def lengths(self, vocab, texts, seq):
+        """Word pieces per text ([CLS]/[SEP] included, cut at `seq`): the driver's width bookkeeping."""
+        from electra_tf.preprocessing import TextPreprocessor
+
+        enc = TextPreprocessor(vocab, seq, do_lower_case=True)(self.tf.constant(texts))
+        return enc["input_mask"].numpy().sum(1).tolist()
+
+    def tokenize_to(self, vocab, texts, seq, path, labels):
+        """Writes fine-tuning ids padded to `seq` (the same ids for every side) to `path` (.npz)."""
+        import numpy as np
+
+        from electra_tf.preprocessing import TextPreprocessor
+
+        enc = TextPreprocessor(vocab, seq, do_lower_case=True)(self.tf.constant(texts), pad_to_sequence_length=True)
+        mask = enc["input_mask"].numpy()
+        np.savez(path, ids=enc["input_ids"].numpy().astype("int32"), mask=mask.astype("int32"),
+                 labels=np.asarray(labels, "int32"))
+        lengths = mask.sum(1)
+        return {"mean_length": float(lengths.mean()), "cut_at_max": float((lengths >= seq).mean())}
+
+    # ---------------------------------------------------------------- cases
+    def prepare(self, case):
+        return self._prepare_ft(case) if case["kind"] == "ft" else self._prepare_serve(case)
+
+    def _prepare_ft(self, case):
+        import keras
+        import numpy as np
+
+        from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+        from electra_tf.finetune.settings import Settings
+        from electra_tf.finetune.training_setup import make_optimizer
+        from electra_tf.models.saving import load_encoder
+
+        keras.utils.set_random_seed(0)
+        xla = case["variant"] == "xla"
+        encoder, config = load_encoder(case["model_dir"])
+        model = ClassifierModel(encoder, 2, False, config.hidden_dropout_prob, config.initializer_range, False,
+                                pooling="cls")
+        build_and_call(model, case["seq"])
+        head = np.load(case["head"])
+        model.head.out.kernel.assign(head["kernel"])
+        model.head.out.bias.assign(head["bias"])
+        s = Settings(task="imdb", init=case["model_dir"], data_dir=None, output_dir=str(self.work),
+                     jit_compile=xla, clip_norm=CLIP, weight_decay=WEIGHT_DECAY)
+        opt, _ = make_optimizer(model, encoder, s, LR, 0.8, 10000)
+        model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=xla)
+
+        def as_tf(ids, mask, labels):
+            return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}, labels
+
+        batches = ft_batches(case, as_tf)
+        state = {"batch": case["batch"], "next": 0}
+
+        def step():
+            x, y = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            float(model.train_on_batch(x, y, return_dict=True)["loss"])
+            return int(x["input_mask"].sum()), x["input_ids"].size
+
+        t0, seen = time.perf_counter(), set()
+        for i, (x, _) in enumerate(batches):  # every distinct width once (traces, XLA compiles)
+            if x["input_ids"].shape[1] not in seen:
+                seen.add(x["input_ids"].shape[1])
+                state["next"] = i
+                step()
+        step(), step()
+        state.update(step=step, warmup_s=time.perf_counter() - t0, widths=sorted(seen),
+                     report=("warmup_s", "widths"))
+        return state
+
+    def _prepare_serve(self, case):
+        tf = self.tf
+        if case["variant"] == "saved_model":
+            import tensorflow_text  # noqa: F401  (the tokenizer's ops)
+
+            fn = tf.saved_model.load(case["saved_model"]).signatures["serving_default"]
+
+            def outputs(texts):
+                return fn(text=tf.constant(texts))
+        elif case["variant"] == "bf16":
+            from electra_tf.export.serving_loader import classifier_module
+
+            module = classifier_module(case["seed_dir"], case["seq"], precision="bf16")
+
+            def outputs(texts):
+                return module.serve(tf.constant(texts))
+        else:
+            raise ValueError(case["variant"])
+        state = {"logits": lambda texts: outputs(texts)["logits"].numpy(),
+                 "call": lambda texts: outputs(texts)["label_id"].numpy()}
+        return warm_up(state, case)

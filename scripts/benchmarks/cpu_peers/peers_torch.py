@@ -1,0 +1,146 @@
+"""The PyTorch side (peers' venv): Hugging Face `ElectraModel` + the same head as ours.
+
+Fine-tuning step: eager with `torch.optim.AdamW(fused=True)` (one fused kernel for all
+parameters; the default takes the per-parameter loop on a CPU), and the same model under
+`torch.compile` (forward and backward through Inductor), same optimizer. Serving: the fast Rust
+tokenizer (`AutoTokenizer`, as users load it) + the model in `inference_mode`, eager fp32,
+`torch.compile(dynamic=True)` fp32 (one compile for all widths), eager bf16 autocast.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
+from scripts.benchmarks.cpu_peers.traffic import WIDTH_MULTIPLE, ft_batches
+
+LR, WEIGHT_DECAY, EPS, CLIP = 5e-5, 0.01, 1e-6, 1.0
+
+
+def classifier(hf_dir, head_npz, attn_implementation="sdpa", dropout=0.1):
+    """ElectraModel + the reference head (dropout, dense on the [CLS] vector) with our head's weights."""
+    import numpy as np
+    import torch
+    from transformers import ElectraModel
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = ElectraModel.from_pretrained(hf_dir, attn_implementation=attn_implementation)
+            self.dropout = torch.nn.Dropout(dropout)
+            self.out = torch.nn.Linear(self.encoder.config.hidden_size, 2)
+            head = np.load(head_npz)
+            with torch.no_grad():
+                self.out.weight.copy_(torch.from_numpy(head["kernel"].T.copy()))
+                self.out.bias.copy_(torch.from_numpy(head["bias"]))
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids).last_hidden_state
+            return self.out(self.dropout(hidden[:, 0]))
+
+    return Classifier()
+
+
+def tokenizer(hf_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(hf_dir)  # the Rust `tokenizers` WordPiece
+    assert tok.is_fast, type(tok)
+    return tok
+
+
+def encoder_fn(hf_dir, seq, tensors):
+    """texts -> padded ids, widths rounded up to WIDTH_MULTIPLE like every side's."""
+    tok = tokenizer(hf_dir)
+
+    def encode(texts):
+        return tok(texts, padding="longest", pad_to_multiple_of=WIDTH_MULTIPLE, truncation=True, max_length=seq,
+                   return_tensors=tensors, return_token_type_ids=True)
+
+    return encode
+
+
+class TorchSide:
+    def __init__(self, work: Path):
+        import torch
+
+        torch.set_num_threads(THREADS)
+        torch.set_num_interop_threads(1)
+        self.torch = torch
+        self.work = work
+        self.cases = {}
+
+    def versions(self):
+        import torch
+        import transformers
+
+        return {"torch": torch.__version__, "transformers": transformers.__version__}
+
+    def prepare(self, case):
+        return self._prepare_ft(case) if case["kind"] == "ft" else self._prepare_serve(case)
+
+    # ------------------------------------------------------------------ fine-tuning
+    def _prepare_ft(self, case):
+        import numpy as np
+        import torch
+
+        torch.manual_seed(0)
+        model = classifier(case["hf_dir"], case["head"])
+        model.train()
+        no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
+        decay = [p for n, p in model.named_parameters() if not ("LayerNorm" in n or n.endswith("bias"))]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=LR, eps=EPS, fused=True)
+        forward = torch.compile(model) if case["variant"] == "compile" else model
+
+        def as_torch(ids, mask, labels):
+            return tuple(torch.from_numpy(a.astype(np.int64)) for a in (ids, mask, labels))
+
+        batches = ft_batches(case, as_torch)
+        state = {"batch": case["batch"], "next": 0}
+
+        def step():
+            ids, mask, labels = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            logits = forward(ids, mask, torch.zeros_like(ids))
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+            opt.step()
+            float(loss)
+            return int(mask.sum()), ids.numel()
+
+        # Warm-up: every distinct width once (compiles), then two steps.
+        t0, seen = time.perf_counter(), set()
+        for i, (ids, _, _) in enumerate(batches):
+            if ids.shape[1] not in seen:
+                seen.add(ids.shape[1])
+                state["next"] = i
+                step()
+        step(), step()
+        state.update(step=step, warmup_s=time.perf_counter() - t0, widths=sorted(seen),
+                     report=("warmup_s", "widths"))
+        return state
+
+    # ------------------------------------------------------------------ serving
+    def _prepare_serve(self, case):
+        import torch
+
+        variant = case["variant"]
+        encode = encoder_fn(case["hf_dir"], case["seq"], "pt")
+        model = classifier(case["hf_dir"], case["head"]).eval()
+        bf16 = variant == "bf16"
+        if variant == "compile":
+            model = torch.compile(model, dynamic=True)
+
+        def logits(texts):
+            enc = encode(texts)
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                return model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).float().numpy()
+
+        state = {"logits": logits, "call": lambda texts: logits(texts).argmax(-1)}
+        return warm_up(state, case)
+
