@@ -9,8 +9,9 @@ Import into our model directory (the layout of electra_tf/models/saving.py):
     python -m electra_tf.convert --from keras_hub --input electra_small_preset/ --output_dir models/small
     python -m electra_tf.convert --from hf --input all-MiniLM-L6-v2/ --output_dir models/minilm
         (a BERT-family encoder, model_type bert: it becomes the discriminator; its pooler and
-        any BERT pre-training heads are dropped; `pretrain --init` adds a fresh generator
-        and discriminator head)
+        any BERT pre-training heads are dropped. The directory holds the encoder alone:
+        config.json, vocab.txt, discriminator.weights.h5; `pretrain --init` adds a fresh
+        generator and discriminator head)
 
 Export one of our model directories:
 
@@ -21,8 +22,9 @@ Export one of our model directories:
 
 Names that map to no weight, weights the checkpoint lacks and shape
 disagreements fail with one message listing all of them. A checkpoint that has
-no generator (or no discriminator head) as a whole converts with a warning;
-those parts keep their initial values and conversion.json records it.
+no generator (or no discriminator head) as a whole converts without it: one
+line says what the directory holds, nothing is written for the missing parts
+(each weight the source has is written once), and conversion.json records them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from absl import flags
 from electra_tf.cli import parse_flags, report_error, require_flags, run_absl
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.convert import common, google, hf, keras_hub as kh
-from electra_tf.convert.mapping import DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+from electra_tf.convert.mapping import CONVERTED, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
 from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
@@ -63,8 +65,9 @@ def define_flags(fv=None) -> None:
                         "checkpoint prefix (dir/model.ckpt; vocab.txt and electra_config.json go beside it); "
                         "--to hf / keras_hub: a directory.", flag_values=fv)
     flags.DEFINE_string("vocab", None, "vocab.txt (default: found beside the input).", flag_values=fv)
-    flags.DEFINE_string("config", None, "ElectraConfig JSON for the fields a checkpoint does not store "
-                        "(dropout, max_seq_length, do_lower_case, ...).", flag_values=fv)
+    flags.DEFINE_string("config", None, "ElectraConfig for the fields a checkpoint does not store "
+                        "(dropout, max_seq_length, do_lower_case, ...): a config name (small, base, ...; "
+                        "python -m electra_tf --help lists them) or a JSON file.", flag_values=fv)
     flags.DEFINE_integer("num_attention_heads", None, "google: discriminator heads, for a checkpoint without "
                          "electra_config.json beside it (google-research/electra's models use hidden_size // 64).",
                          flag_values=fv)
@@ -95,7 +98,7 @@ def _fail(msg):
 
 def run(args) -> int:
     try:
-        base = ElectraConfig.from_json(args.config) if args.config else None
+        base = ElectraConfig.load(args.config) if args.config else None
         if args.source == "electra_tf":
             return _export(args)
         if args.target != "electra_tf":
@@ -144,8 +147,6 @@ def _import(args, base) -> int:
         source.update(info)
         if "note" in info:
             print(f"warning: {info['note']}", file=sys.stderr)
-        for part in info.get("dropped", ()):
-            print(f"note: dropped {part}: it has no counterpart in ELECTRA", file=sys.stderr)
     else:
         pretrainer, status, vocab = kh.load_preset(args.input, base, args.hidden_act or "gelu", args.vocab)
         if args.require_all:
@@ -153,20 +154,34 @@ def _import(args, base) -> int:
                                   "drop --require_all to convert the encoder alone")
         source["hidden_act"] = pretrainer.config.hidden_act
         common.write_model_dir(args.output_dir, pretrainer, vocab, source, status)
-        _report(args.output_dir, status)
+        _report(args.output_dir, status, source)
         return 0
     if vocab is None:
         raise ConversionError(f"no vocab.txt beside {args.input}; pass --vocab")
     pretrainer, status = common.load_canonical(config, load_vocab(vocab), tensors, args.input, optional)
     common.write_model_dir(args.output_dir, pretrainer, vocab, source, status)
-    _report(args.output_dir, status)
+    _report(args.output_dir, status, source)
     return 0
 
 
-def _report(output, status):
-    for part, state in sorted(status.items()):
-        if state != "converted":
-            print(f"warning: {part} {state}", file=sys.stderr)
+_PART_NAMES = {DISCRIMINATOR_HEAD: "replaced-token head", GENERATOR: "generator"}
+
+
+def _megabytes(directory: str) -> str:
+    total = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)
+                if os.path.isfile(os.path.join(directory, name)))
+    return f"{total / 1e6:.0f} MB" if total >= 1e6 else f"{total / 1e3:.0f} kB"
+
+
+def _report(output, status, source):
+    """One plain line on stderr saying what the directory holds; the JSON summary on stdout."""
+    kept = [_PART_NAMES[p] for p, state in sorted(status.items()) if state == CONVERTED and p in _PART_NAMES]
+    absent = [_PART_NAMES.get(p, p) for p, state in sorted(status.items()) if state != CONVERTED]
+    dropped = "".join(f"; dropped {part}" for part in source.get("dropped", ()))
+    what = "the encoder" + (" only" if not kept else ", its " + " and its ".join(kept))
+    missing = (f"; the source has no {' and no '.join(absent)} (not written: pretrain --init makes "
+               f"{'them' if len(absent) > 1 else 'it'} fresh)") if absent else ""
+    print(f"{output}: {what} ({_megabytes(output)}){missing}{dropped}", file=sys.stderr)
     print(json.dumps({"output": output, "parts": status}))
 
 

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from electra_tf.config import ElectraConfig
-from electra_tf.convert.mapping import (DISCRIMINATOR_HEAD, GENERATOR, ConversionError, check_and_assign,
+from electra_tf.convert.mapping import (CONVERTED, DISCRIMINATOR_HEAD, GENERATOR, ConversionError, check_and_assign,
                                         pretrainer_entries)
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
@@ -131,8 +131,13 @@ def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, n
 
 
 def write_model_dir(output: str, pretrainer, vocab_file: str, source: dict, status: dict) -> str:
-    """Writes our model directory (`saving.save_pretrained`) plus conversion.json."""
-    save_pretrained(output, pretrainer, vocab_file)
+    """Writes our model directory (`saving.save_pretrained`) plus conversion.json.
+
+    Only the parts the source has are written, each weight once (no untrained generator or
+    head, no second copy of the encoder): the directory is about the size of the source's weights.
+    """
+    save_pretrained(output, pretrainer, vocab_file,
+                    parts=sorted(part for part, state in status.items() if state == CONVERTED))
     write_json_atomic(os.path.join(output, CONVERSION_FILE), dict(source, parts=status), sort_keys=True)
     return output
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import new_pretrainer
-from electra_tf.convert.mapping import DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+from electra_tf.convert.mapping import ABSENT, CONVERTED, DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
 from electra_tf.data.vocab import load_vocab
 from electra_tf.models.keras_hub_compat import from_keras_hub_backbone, to_keras_hub_backbone
 
@@ -87,8 +87,7 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
         from_keras_hub_backbone(backbone, pretrainer.discriminator)
     except ValueError as e:
         raise ConversionError(f"{preset_dir}: {e}") from None
-    status = {DISCRIMINATOR: "converted", DISCRIMINATOR_HEAD: "absent (initial values kept)",
-              GENERATOR: "absent (initial values kept)"}
+    status = {DISCRIMINATOR: CONVERTED, DISCRIMINATOR_HEAD: ABSENT, GENERATOR: ABSENT}
     return pretrainer, status, vocab_file
 
 

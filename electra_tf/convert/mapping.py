@@ -49,6 +49,9 @@ class ConversionError(ElectraError, ValueError):
 # Parts of the model, converted (or found absent) as a whole.
 DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR = "discriminator", "discriminator_head", "generator"
 PARTS = (DISCRIMINATOR, DISCRIMINATOR_HEAD, GENERATOR)
+# A part's status in conversion.json: converted (its file is written), or absent from the source
+# (nothing is written for it; `pretrain --init` makes it fresh).
+CONVERTED, ABSENT = "converted", "absent (not in the source; not written)"
 # Names in original checkpoints that carry no model weight.
 IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum", "/ExponentialMovingAverage")
 IGNORED_NAMES = ("global_step", "temperature", "_CHECKPOINTABLE_OBJECT_GRAPH")
@@ -208,10 +211,10 @@ def check_and_assign(entries: List[Entry], tensors: Dict[str, np.ndarray], sourc
       tensors: {canonical name: array}; names that are not canonical are errors.
       source: what the tensors came from, for messages.
       optional_parts: parts (e.g. GENERATOR) that may be absent as a whole;
-        they keep their initial values and are reported in the return value.
+        they are reported in the return value (and not written).
 
     Returns:
-      {part: "converted" | "absent (initial values kept)"}.
+      {part: CONVERTED | ABSENT}.
     """
     by_name = {e.name: e for e in entries}
     unmapped = sorted(n for n in tensors if n not in by_name)
@@ -222,10 +225,10 @@ def check_and_assign(entries: List[Entry], tensors: Dict[str, np.ndarray], sourc
         names = [e.name for e in entries if e.part == part]
         absent = [n for n in names if n not in tensors]
         if part in optional_parts and part not in present_parts:
-            status[part] = "absent (initial values kept)"
+            status[part] = ABSENT
             continue
         missing += absent
-        status[part] = "converted"
+        status[part] = CONVERTED
     mismatched = []
     for name, value in tensors.items():
         e = by_name.get(name)

@@ -28,9 +28,16 @@ encoder, a tie that Keras' whole-model format does not restore. Files are
 written under a temporary name and renamed, so a crash never leaves a
 half-written file under a final name.
 
-A directory written by `convert` also holds conversion.json: where the weights
-came from and which parts the source lacked (`absent_parts`), so tools that
-serve a part (export) can refuse one that was never trained.
+A directory written by `convert` holds the weights of its source once, and only
+those: config.json, vocab.txt, discriminator.weights.h5 and, when the source has
+them, discriminator_head.weights.h5 and the generator's two files (no
+pretrainer.weights.h5 and no discriminator.keras, which would hold the same
+weights again). An encoder-only import (a BERT encoder, a keras-hub backbone) is
+config.json, vocab.txt and discriminator.weights.h5: about the size of the
+source's weights. `pretrain --init` makes the missing generator and heads fresh.
+Its conversion.json says where the weights came from and which parts the source
+lacked (`absent_parts`), so tools that serve a part (export) can refuse one that
+was never trained.
 
 Rebuilding the whole `ElectraPretrainer` from a directory belongs to the
 pre-training layer above: `electra_tf.pretrain.pretrainer_loading.load_pretrainer`.
@@ -41,7 +48,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
@@ -89,8 +96,24 @@ def load_layer(layer, path):
         ) from None
 
 
-def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None) -> str:
-    """Writes an `ElectraPretrainer` in the model-directory layout above."""
+# (pre-trainer attribute, file, conversion part): the per-part files of a model directory, in
+# the order they are loaded back (the discriminator last: with shared embeddings a generator file
+# holds the token table too, and the encoder's copy wins).
+PART_FILES = (("discriminator_head", DISCRIMINATOR_HEAD_FILE, "discriminator_head"),
+              ("generator", GENERATOR_FILE, "generator"), ("generator_head", GENERATOR_HEAD_FILE, "generator"),
+              ("mlm_head", MLM_HEAD_FILE, "mlm_head"), ("copy_head", COPY_HEAD_FILE, "copy_head"),
+              ("discriminator", DISCRIMINATOR_FILE, "discriminator"))
+
+
+def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None,
+                    parts: Optional[Sequence[str]] = None) -> str:
+    """Writes an `ElectraPretrainer` in the model-directory layout above.
+
+    Args:
+      parts: None for a pre-training run's model (every part, plus pretrainer.weights.h5 and
+        discriminator.keras); else the parts (PART_FILES' third column) a converted source has:
+        only their files are written, each weight once.
+    """
     os.makedirs(model_dir, exist_ok=True)
     write_text_atomic(os.path.join(model_dir, CONFIG_FILE), pretrainer.config.to_json())
     if vocab_file is not None:
@@ -103,13 +126,14 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
     merged = getattr(pretrainer, "merged_discriminator", None)
     encoder = merged() if merged is not None else pretrainer.discriminator
     _save_layer(encoder, os.path.join(model_dir, DISCRIMINATOR_FILE))
-    # Objective-dependent parts: absent layers (e.g. mlm's generator) are skipped.
-    for attribute, name in (("discriminator_head", DISCRIMINATOR_HEAD_FILE),
-                            ("generator", GENERATOR_FILE), ("generator_head", GENERATOR_HEAD_FILE),
-                            ("mlm_head", MLM_HEAD_FILE), ("copy_head", COPY_HEAD_FILE)):
+    # Objective-dependent parts: absent layers (e.g. mlm's generator) are skipped, and so are the
+    # parts a converted source does not have.
+    for attribute, name, part in PART_FILES[:-1]:
         layer = getattr(pretrainer, attribute, None)
-        if layer is not None:
+        if layer is not None and (parts is None or part in parts):
             _save_layer(layer, os.path.join(model_dir, name))
+    if parts is not None:
+        return model_dir
     _save_layer(pretrainer, os.path.join(model_dir, PRETRAINER_FILE))
     if getattr(pretrainer, "discriminator_head", None) is not None:
         keras_path = os.path.join(model_dir, DISCRIMINATOR_KERAS_FILE)
@@ -117,6 +141,26 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
             keras_path + ".tmp.keras")
         os.replace(keras_path + ".tmp.keras", keras_path)
     return model_dir
+
+
+def load_parts(pretrainer, model_dir: str) -> None:
+    """Loads a model directory's per-part files into a built `ElectraPretrainer` (what
+    `load_pretrainer` does for a directory without pretrainer.weights.h5, e.g. a converted one).
+
+    In a converted directory, a part its source did not have (conversion.json) keeps its fresh
+    values; any other missing file raises ModelDirError.
+    """
+    if pretrainer.config.embedding_sharing == "gdes":
+        raise ModelDirError(f"{model_dir} has no {PRETRAINER_FILE}, which a model with embedding_sharing=gdes "
+                            f"needs (its per-part files hold the merged token table); pass the run's directory")
+    record = read_conversion_record(model_dir)
+    converted = None if record is None else {p for p, s in record.get("parts", {}).items() if s == "converted"}
+    for attribute, name, part in PART_FILES:
+        layer = getattr(pretrainer, attribute, None)
+        path = os.path.join(model_dir, name)
+        if layer is None or (converted is not None and part not in converted and not os.path.isfile(path)):
+            continue
+        load_layer(layer, path)
 
 
 def discriminator_model(encoder, head):
@@ -171,7 +215,10 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
     head = DiscriminatorHead(config.hidden_size, config.initializer_range,
                              activation=config.hidden_act, name="discriminator_predictions")
     head.build((None, config.max_seq_length, config.hidden_size))
-    load_layer(head, os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE))
+    head_file = os.path.join(model_dir, DISCRIMINATOR_HEAD_FILE)
+    # A converted encoder has no head: it stays fresh (export refuses it unless told otherwise).
+    if os.path.isfile(head_file) or "discriminator_head" not in absent_parts(model_dir):
+        load_layer(head, head_file)
     return encoder, head, config
 
 

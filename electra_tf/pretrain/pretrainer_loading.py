@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.models.saving import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config, load_layer
+from electra_tf.models.saving import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config, load_layer, load_parts
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 
@@ -21,5 +21,9 @@ def load_pretrainer(model_dir: str) -> ElectraPretrainer:
     if not os.path.isfile(vocab):
         raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
     model = ElectraPretrainer(config, special_token_ids(vocab))
-    load_layer(model, os.path.join(model_dir, PRETRAINER_FILE))
+    whole = os.path.join(model_dir, PRETRAINER_FILE)
+    if os.path.isfile(whole):
+        load_layer(model, whole)
+    else:  # a converted directory holds each part once (the parts its source lacked stay fresh)
+        load_parts(model, model_dir)
     return model

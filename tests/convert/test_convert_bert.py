@@ -63,6 +63,15 @@ def test_conversion_record_says_what_was_dropped(converted):
             config["num_attention_heads"], config["vocab_size"]) == (384, 384, 6, 12, 30522)
 
 
+def test_the_import_is_the_encoder_once(converted):
+    """An encoder-only import writes the encoder's weights once: the folder is about the source's weights."""
+    assert sorted(os.listdir(converted)) == ["config.json", "conversion.json", "discriminator.weights.h5",
+                                             "vocab.txt"]
+    ours = sum(os.path.getsize(os.path.join(converted, n)) for n in os.listdir(converted))
+    theirs = os.path.getsize(os.path.join(ENCODER, "model.safetensors"))
+    assert abs(ours - theirs) <= 0.1 * theirs, (ours, theirs)
+
+
 def test_tokenizer_ids_match_the_checkpoints_own(converted):
     transformers = pytest.importorskip("transformers")
     from electra_tf.preprocessing import TextPreprocessor

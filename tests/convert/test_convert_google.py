@@ -35,8 +35,8 @@ def converted(tf1_checkpoint, tmp_path_factory):
 
 def test_layout_and_record(converted, tf1_checkpoint):
     assert {"config.json", "vocab.txt", "discriminator.weights.h5", "discriminator_head.weights.h5",
-            "generator.weights.h5", "generator_head.weights.h5", "pretrainer.weights.h5",
-            "discriminator.keras", "conversion.json"} == set(os.listdir(converted))
+            "generator.weights.h5", "generator_head.weights.h5",
+            "conversion.json"} == set(os.listdir(converted))  # each weight once
     record = json.load(open(os.path.join(converted, "conversion.json")))
     assert record["parts"] == {"discriminator": "converted", "discriminator_head": "converted",
                                "generator": "converted"}
@@ -106,8 +106,8 @@ def test_unmapped_missing_and_mismatched_names_are_listed(tmp_path, tf1_checkpoi
     assert not os.path.exists(tmp_path / "o" / "config.json")
 
 
-def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint):
-    """A checkpoint without generator converts it as absent, and says so."""
+def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint, capsys):
+    """A checkpoint without generator converts without it (nothing written for it), and says so in one line."""
     _, config, weights = tf1_checkpoint
     disc = {k: v for k, v in weights.items() if not k.startswith("generator")}
     google.write_checkpoint(disc, str(tmp_path / "d" / "model.ckpt"))
@@ -116,6 +116,10 @@ def test_discriminator_only_checkpoint(tmp_path, tf1_checkpoint):
     assert convert_main(["--from", "google", "--input", str(tmp_path / "d" / "model.ckpt"),
                          "--output_dir", out, "--num_attention_heads", "2"]) == 0
     assert absent_parts(out) == ["generator"]
+    assert not os.path.exists(os.path.join(out, "generator.weights.h5"))
+    err = capsys.readouterr().err
+    assert "warning" not in err
+    assert "the encoder, its replaced-token head" in err and "the source has no generator" in err
     with pytest.raises(ConversionError, match="generator"):
         tensors, _ = google.read_checkpoint(str(tmp_path / "d"))
         cfg = common.build_config(common.sizes_from_tensors(tensors), config, config.num_attention_heads)
