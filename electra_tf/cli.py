@@ -27,6 +27,8 @@ the seed(s), `--train_steps` the optimizer steps, `--batch_size` the global batc
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from typing import Callable, Dict, Iterable, List, NoReturn, Optional
 
@@ -141,6 +143,24 @@ def parse_flags(define_flags: Callable[[flags.FlagValues], None], argv=None, *, 
     return fv
 
 
+def quiet_absl_logging(fv: flags.FlagValues) -> None:
+    """TensorFlow's INFO lines logged through absl (a SavedModel's renamed input names, its
+    fingerprint, ...) stay off in a tool: absl.app turns them on. `--verbosity 0` (or
+    TF_CPP_MIN_LOG_LEVEL=0, which shows every TensorFlow log line) turns them back on."""
+    from absl import logging as absl_logging
+
+    if "verbosity" in fv and fv["verbosity"].present:
+        return
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0":
+        return
+    # A filter, not a level: TensorFlow resets the absl logger's level while it saves a model.
+    absl_logging.get_absl_logger().addFilter(_below_warning_dropped)
+
+
+def _below_warning_dropped(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING
+
+
 def run_absl(run: Callable[[flags.FlagValues], Optional[int]], define_flags=None, *, argv=None,
              renamed: Optional[Dict[str, str]] = None) -> None:
     """absl.app.run for a tool, with the shared convention.
@@ -163,6 +183,7 @@ def run_absl(run: Callable[[flags.FlagValues], Optional[int]], define_flags=None
 
     def main(rest):
         refuse_positional(rest)
+        quiet_absl_logging(flags.FLAGS)
         return run(flags.FLAGS)
 
     try:

@@ -13,7 +13,12 @@ imports TensorFlow:
   captured while `tensorflow` is imported, and the ones below the level are
   dropped; everything else written meanwhile is passed on.
 
-TF_CPP_MIN_LOG_LEVEL=0 shows every TensorFlow log line again.
+* TensorFlow's Python INFO lines (a SavedModel's "input name(s) ... will be
+  renamed", "Assets written to", "Writing fingerprint", ...) are off: the
+  `tensorflow` logger starts at WARNING, so the tools print their own lines and
+  TensorFlow's warnings and errors only.
+
+TF_CPP_MIN_LOG_LEVEL=0 shows every TensorFlow log line again, the Python ones too.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -107,6 +113,9 @@ def install() -> None:
     """Sets the default log level and quiets the TensorFlow import (once, before it)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_LEVEL)
     os.environ[MARKER] = "1"
+    tf_logger = logging.getLogger("tensorflow")  # the logger TensorFlow's Python code writes to
+    if min_log_level() >= 1 and tf_logger.level == logging.NOTSET:
+        tf_logger.setLevel(logging.WARNING)
     if "tensorflow" in sys.modules or any(isinstance(f, _QuietImport) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _QuietImport())

@@ -12,7 +12,7 @@ row with `predicted_label` and the class probabilities (JSON Lines: a
 or `predicted_score` for a regression, and `truncated` (the text was longer
 than the model's max_seq_length and was cut; stderr gives their share). Rows
 stream through in batches, so a file of any size runs in bounded memory; a
-progress bar goes to stderr (--noprogress: none). A row whose text is missing, null, empty or only
+progress bar counting rows goes to stderr (--noprogress: none). A row whose text is missing, null, empty or only
 whitespace is refused with its line, as fine-tuning refuses it.
 The output is written under a temporary name and renamed at the end: an error
 or Ctrl-C leaves no partial file. Bad inputs stop with one line, exit 2.
@@ -184,8 +184,8 @@ def run(args) -> Dict:
     rows = truncated = 0
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f, \
-                tqdm(total=reader.progress()[1], unit="B", unit_scale=True, desc="predict", file=sys.stderr,
-                     disable=not args.progress, mininterval=1.0) as bar:
+                tqdm(total=None, unit=" rows", desc="predict", file=sys.stderr, disable=not args.progress,
+                     mininterval=1.0) as bar:
             writer = _Writer(f, ext, predictor.labels, predictor.regression)
             # Chunks of several batches: the Predictor batches each chunk's texts in order of length
             # (less padding), and the rows are written in the file's order.
@@ -197,7 +197,11 @@ def run(args) -> Dict:
                     counts[prediction.label] += 1
                     truncated += prediction.truncated
                 rows += len(batch)
-                bar.update(reader.progress()[0] - bar.n)
+                # The bar counts rows; their total is estimated from the share of the file read so far
+                # (exact once it is all read), so it needs no second pass over the file.
+                done, size = reader.progress()
+                bar.total = rows if done >= size else max(rows + 1, round(rows * size / max(done, 1)))
+                bar.update(len(batch))
         if rows == 0:
             from electra_tf.predict import PredictError
             raise PredictError(f"--input_file {args.input_file} holds a header but no rows; nothing to predict")
