@@ -1,6 +1,6 @@
 """The keras-hub-shaped Python API: ElectraPreprocessor, load_encoder, ElectraClassifier.
 
-The pre-trained model is the export tests' tiny model (random weights, saved in
+The pre-trained model is the shared tiny model (tests/helpers.py) (random weights, saved in
 the model-directory layout inside a run directory's pretrained/); the texts are
 the first IMDB reviews of ../shared/data with positive/negative labels.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,14 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import helpers
+
 TESTS = Path(__file__).resolve().parents[1]
-
-
-def _export_helpers():
-    spec = importlib.util.spec_from_file_location("api_export_helpers", TESTS / "export" / "export_helpers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +27,7 @@ def run_dir(tmp_path_factory):
     """A pre-training run directory: runs/<name>/pretrained/ holds the model."""
     run = tmp_path_factory.mktemp("api") / "run"
     run.mkdir()
-    _export_helpers().make_model_dir(run / "pretrained")
+    helpers.make_model_dir(run / "pretrained")
     return run
 
 

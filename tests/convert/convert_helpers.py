@@ -1,54 +1,21 @@
-"""Helpers for the conversion tests: a vocabulary, tiny models, and an independent
-numpy implementation of ELECTRA that reads reference (Google TF1) weight names."""
+"""Helpers for the conversion tests: real sentences, and an independent numpy
+implementation of ELECTRA that reads reference (Google TF1) weight names.
+
+The vocabulary and the tiny models are the shared ones (tests/helpers.py).
+"""
 
 import math
 import os
 
 import numpy as np
 
-WORDS = """the a an of in on to and was is it cat dog sat ran mat house city river walked
-quickly slowly he she they we said good bad new old big small red blue green man woman
-child children school book books read ##s ##ed ##ing ##ly . , ! ? ' paris london
-""".split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-VOCAB += [f"[unused{i}]" for i in range(100 - len(VOCAB))]
+from helpers import VOCAB, random_pretrainer, tiny_config, write_vocab  # noqa: F401 (h.VOCAB, ...)
 
 SENTENCES = [
     "The cat sat on the mat.",
     "She walked quickly to the old school, and he read books!",
     "They said the river was big and blue.",
 ]
-
-
-def write_vocab(path):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(VOCAB) + "\n")
-    return str(path)
-
-
-def tiny_config(**changes):
-    from electra_tf.config import ElectraConfig
-
-    values = dict(vocab_size=len(VOCAB), embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=2, intermediate_size=64, generator_hidden_size=0.5,
-                  max_position_embeddings=64, max_seq_length=32, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, model_size="tiny")
-    values.update(changes)
-    return ElectraConfig(**values)
-
-
-def random_pretrainer(config, seed=0):
-    """A pre-trainer whose every weight is moved away from its initial value."""
-    import tensorflow as tf
-
-    from electra_tf.data.vocab import special_token_ids
-    from electra_tf.pretrain import ElectraPretrainer
-
-    model = ElectraPretrainer(config, special_token_ids(VOCAB))
-    rng = np.random.default_rng(seed)
-    for v in model.weights:
-        v.assign(v + tf.constant(rng.normal(0, 0.1, v.shape).astype("float32")))
-    return model
 
 
 def encode(sentences, max_len=32):

@@ -71,21 +71,11 @@ def word_vocab(texts: Sequence[str], size: int, extra: Sequence[str] = ()) -> Li
     return vocab
 
 
-def write_vocab(tokens: Sequence[str], path: Path) -> Path:
-    path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-    return path
-
-
 def run_cli(module: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
     """Runs `python -m module args` and returns the completed process."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           timeout=timeout, cwd=str(REPO_ROOT), env=env)
-
-
-def error_lines(stderr: str) -> List[str]:
-    """Non-empty stderr lines."""
-    return [line for line in stderr.splitlines() if line.strip()]
 
 
 def read_examples(paths) -> List[Dict[str, list]]:

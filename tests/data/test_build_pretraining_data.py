@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_helpers import corpus_slice, read_examples, word_vocab, write_vocab
+from data_helpers import corpus_slice, read_examples, word_vocab
+from helpers import write_vocab
 from electra_tf.data import build_pretraining_data as bpd
 from electra_tf.data.examples import ExampleBuilder
 from electra_tf.data.manifest import MANIFEST_NAME, WORK_DIR, shard_name
@@ -24,7 +25,7 @@ def env(tmp_path_factory):
     brown = corpus_slice("brown.txt", 12, root / "brown12.txt")
     wiki = corpus_slice("wikitext2.valid.txt", 3, root / "wiki3.txt")
     texts = [brown.read_text(), wiki.read_text()]
-    vocab_file = write_vocab(word_vocab(texts, 1500), root / "vocab.txt")
+    vocab_file = write_vocab(root / "vocab.txt", word_vocab(texts, 1500))
     out = root / "shards"
     logs = []
     manifest = bpd.build_pretraining_data(
@@ -127,7 +128,7 @@ def test_documents_never_share_an_example(env, tmp_path):
     for d, word in enumerate(["alpha", "beta", "gamma", "delta"] * 3):
         docs.append("\n".join(f"{word} " * (3 + (d * 7 + i) % 11) for i in range(9)))
     corpus.write_text("\n\n".join(docs) + "\n")
-    vocab = write_vocab(word_vocab(["alpha beta gamma delta"], 100), tmp_path / "v.txt")
+    vocab = write_vocab(tmp_path / "v.txt", word_vocab(["alpha beta gamma delta"], 100))
     tok = WordPieceTokenizer(str(vocab))
     ids = {w: tok.tokenize(w)[0] for w in ("alpha", "beta", "gamma", "delta")}
     bpd.build_pretraining_data(str(tmp_path / "o"), str(vocab), [str(corpus)], max_seq_length=32,
@@ -254,7 +255,7 @@ def test_bert_layout_vocab_is_accepted(env, tmp_path):
     """The BERT uncased layout: [PAD]=0, [unused*], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103."""
     base = word_vocab([env["brown"].read_text()], 700)[5:]
     bert = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + base
-    vocab = write_vocab(bert, tmp_path / "bert_vocab.txt")
+    vocab = write_vocab(tmp_path / "bert_vocab.txt", bert)
     manifest = bpd.build_pretraining_data(str(tmp_path / "o"), str(vocab), [str(env["brown"])],
                                           max_seq_length=SEQ, num_shards=1, progress=False,
                                           log=lambda _: None)

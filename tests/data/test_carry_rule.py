@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from data_helpers import read_examples, word_vocab, write_vocab
+from data_helpers import read_examples, word_vocab
+from helpers import write_vocab
 from electra_tf.data import build_pretraining_data as bpd
 from electra_tf.data.examples import ExampleBuilder
 from electra_tf.data.manifest import shard_name
@@ -90,7 +91,7 @@ def long_lines(tmp_path_factory):
         docs.append("\n".join(paragraphs))
     corpus = root / "reviews.txt"
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    vocab = write_vocab(word_vocab([" ".join(words) + " . ! ?"], 200), root / "vocab.txt")
+    vocab = write_vocab(root / "vocab.txt", word_vocab([" ".join(words) + " . ! ?"], 200))
     return dict(root=root, corpus=corpus, vocab=vocab, docs=docs)
 
 

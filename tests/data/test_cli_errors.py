@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from data_helpers import corpus_slice, error_lines, run_cli, word_vocab, write_vocab
+from data_helpers import corpus_slice, run_cli, word_vocab
+from helpers import nonblank_lines, write_vocab
 
 BUILD = "electra_tf.data.build_pretraining_data"
 VOCAB = "electra_tf.data.build_vocab"
@@ -14,12 +15,12 @@ VOCAB = "electra_tf.data.build_vocab"
 def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     brown = corpus_slice("brown.txt", 3, root / "brown3.txt")
-    vocab = write_vocab(word_vocab([brown.read_text()], 400), root / "vocab.txt")
+    vocab = write_vocab(root / "vocab.txt", word_vocab([brown.read_text()], 400))
     return root, brown, vocab
 
 
 def assert_one_error(proc, *fragments):
-    lines = error_lines(proc.stderr)
+    lines = nonblank_lines(proc.stderr)
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ")

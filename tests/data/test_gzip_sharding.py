@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from data_helpers import read_examples, word_vocab, write_vocab
+from data_helpers import read_examples, word_vocab
+from helpers import write_vocab
 from electra_tf.data import build_pretraining_data as bpd
 from electra_tf.data.gzip_index import index_gzip
 from electra_tf.data.manifest import MANIFEST_NAME, shard_name
@@ -33,7 +34,7 @@ def gz(tmp_path_factory):
     plain.write_text(text, encoding="utf-8")
     packed = root / "reviews.txt.gz"
     packed.write_bytes(gzip.compress(text.encode()))
-    vocab = write_vocab(word_vocab([" ".join(words) + " ."], 100), root / "vocab.txt")
+    vocab = write_vocab(root / "vocab.txt", word_vocab([" ".join(words) + " ."], 100))
     kw = dict(max_seq_length=SEQ, num_shards=SHARDS, seed=3, progress=False, log=lambda _: None)
     manifest = bpd.build_pretraining_data(str(root / "p1"), str(vocab), [str(packed)], num_processes=1, **kw)
     return dict(root=root, docs=docs, plain=plain, packed=packed, vocab=vocab, kw=kw, manifest=manifest)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_helpers import corpus_slice, read_examples, word_vocab, write_vocab
+from data_helpers import corpus_slice, read_examples, word_vocab
+from helpers import write_vocab
 from electra_tf.config import ElectraConfig
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data.data_errors import DataError
@@ -21,7 +22,7 @@ SHARDS = 4
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("reader")
     brown = corpus_slice("brown.txt", 6, root / "brown6.txt")
-    vocab = write_vocab(word_vocab([brown.read_text()], 600), root / "vocab.txt")
+    vocab = write_vocab(root / "vocab.txt", word_vocab([brown.read_text()], 600))
     out = root / "shards"
     manifest = build_pretraining_data(str(out), str(vocab), [str(brown)], max_seq_length=SEQ,
                                       num_shards=SHARDS, progress=False, log=lambda _: None)

@@ -9,7 +9,8 @@ from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, it
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files
 from electra_tf.data.vocab import VocabError
-from data_helpers import corpus_file, write_vocab
+from data_helpers import corpus_file
+from helpers import write_vocab
 
 
 def test_iter_lines_matches_split_across_small_chunks(monkeypatch, tmp_path):
@@ -146,7 +147,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", ",", "w
 
 @pytest.fixture(scope="module")
 def vocab_file(tmp_path_factory):
-    return str(write_vocab(VOCAB, tmp_path_factory.mktemp("tok") / "vocab.txt"))
+    return str(write_vocab(tmp_path_factory.mktemp("tok") / "vocab.txt", VOCAB))
 
 
 def _tokens(tok, text):
@@ -174,9 +175,9 @@ def test_tokenizer_modes(vocab_file):
 def test_tokenizer_rejects_broken_vocabs(tmp_path):
     from electra_tf.data.tokenizer import WordPieceTokenizer
 
-    missing = write_vocab([t for t in VOCAB if t != "[MASK]"], tmp_path / "missing.txt")
+    missing = write_vocab(tmp_path / "missing.txt", [t for t in VOCAB if t != "[MASK]"])
     with pytest.raises(VocabError, match=r"missing.txt' lacks special token\(s\) \[MASK\]"):
         WordPieceTokenizer(str(missing))
-    dup = write_vocab(VOCAB + ["cat"], tmp_path / "dup.txt")
+    dup = write_vocab(tmp_path / "dup.txt", VOCAB + ["cat"])
     with pytest.raises(VocabError, match="lists token 'cat' twice"):
         WordPieceTokenizer(str(dup))

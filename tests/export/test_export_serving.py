@@ -10,10 +10,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import export_helpers as h
+import helpers as h
 from electra_tf.export import build_module
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.export.__main__ import main as export_main
+
+EDGE_TEXTS = [
+    "The cat sat on the mat.",
+    "",
+    "the big dog ran to the river " * 1430,  # 10,010 characters
+    "猫はマットの上に座った。Кошка сидела на коврике. القطة جلست",
+    "   ",
+    "x" * 10000,
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +57,7 @@ def test_in_graph_encoding_matches_finetune_tokenization(model_dir, tmp_path):
 
 def test_signatures_and_fresh_process_reload(saved, model_dir, tmp_path):
     module = build_module(model_dir[0], "discriminator")
-    want = _numpy(module.serve(tf.constant(h.EDGE_TEXTS)))
+    want = _numpy(module.serve(tf.constant(EDGE_TEXTS)))
     script = textwrap.dedent(f"""
         import json, sys
         import numpy as np
@@ -66,7 +75,7 @@ def test_signatures_and_fresh_process_reload(saved, model_dir, tmp_path):
         np.savez({str(tmp_path / 'out.npz')!r}, **arrays)
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("electra_tf",))))
     """)
-    (tmp_path / "texts.json").write_text(json.dumps(h.EDGE_TEXTS), encoding="utf-8")
+    (tmp_path / "texts.json").write_text(json.dumps(EDGE_TEXTS), encoding="utf-8")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                           cwd=str(tmp_path), timeout=300)
@@ -89,7 +98,7 @@ def test_signatures_and_fresh_process_reload(saved, model_dir, tmp_path):
 
 def test_edge_cases_give_valid_outputs(model_dir):
     module = build_module(model_dir[0], "discriminator")
-    texts = h.EDGE_TEXTS
+    texts = EDGE_TEXTS
     out = _numpy(module.serve(tf.constant(texts)))
     n, seq = len(texts), module.max_seq_length
     assert out["replaced_probs"].shape[0] == n and out["replaced_probs"].shape[1] <= seq

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from helpers import error_lines  # noqa: F401 (callers import it from here)
+
 
 def finetune_main(capsys, args: List) -> Tuple[int, str, str]:
     """(exit code, stdout, stderr) of `python -m electra_tf.finetune <args>`."""
@@ -24,7 +26,3 @@ def predict_main(capsys, args: List) -> Tuple[int, str, str]:
     code = main([str(a) for a in args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def error_lines(text: str) -> List[str]:
-    return [line for line in text.splitlines() if line.startswith("error: ")]

@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+import helpers
+
 # Words chosen so that the handmade SQuAD/tagging examples tokenize predictably.
 _WORDS = """the a an of in on to and was is born john smith leader 1895 1943 ( ) - . , ?
 what year who where when did went store man bought milk gallon paris france capital city
@@ -13,15 +15,8 @@ japan ##ese electronics industry largest world good bad movie film great ##s ##i
 
 
 def write_vocab(path, extra=()):
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS + list(extra)
-    seen, out = set(), []
-    for t in tokens:
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
-    return path
+    """The handmade vocabulary (specials, _WORDS, then `extra`, without repeats) at `path`."""
+    return helpers.write_vocab(path, helpers.unique(helpers.SPECIAL_TOKENS + _WORDS + list(extra)))
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,9 @@ import tensorflow as tf
 
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
-from objective_helpers import SPECIAL, make_batch, make_config
+from helpers import pretrain_batch as make_batch, pretrain_config as make_config, pretrain_special_ids
+
+SPECIAL = pretrain_special_ids()
 
 
 def _pair(objective, **kw):

@@ -16,8 +16,9 @@ from electra_tf.models.saving import load_encoder, save_pretrained
 from electra_tf.pretrain import METRIC_NAMES, metric_names
 from electra_tf.pretrain.embedding_sharing import DeltaEmbedding
 
-from objective_helpers import (SEQ, VOCAB, cross_entropy, forward, make_batch, make_config, make_model,
-                               sigmoid_cross_entropy)
+from helpers import (PRETRAIN_SEQ as SEQ, PRETRAIN_VOCAB_SIZE as VOCAB, cross_entropy,
+                     pretrain_forward as forward, pretrain_batch as make_batch,
+                     pretrain_config as make_config, pretrain_model as make_model, sigmoid_cross_entropy)
 
 
 def _dense_grad(grad, like):

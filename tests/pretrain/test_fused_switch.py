@@ -11,7 +11,10 @@ import tensorflow as tf
 
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
-from objective_helpers import SPECIAL, make_batch, make_config, make_model
+from helpers import (pretrain_batch as make_batch, pretrain_config as make_config,
+                     pretrain_model as make_model, pretrain_special_ids)
+
+SPECIAL = pretrain_special_ids()
 
 
 def make_model(fused, objective):

@@ -17,8 +17,9 @@ from electra_tf.models.saving import ModelDirError, load_discriminator, save_pre
 from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer, metric_names
 
-from objective_helpers import (MASK, SEQ, VOCAB, cross_entropy, forward, make_batch, make_config, make_model,
-                               sigmoid_cross_entropy)
+from helpers import (MASK, PRETRAIN_SEQ as SEQ, PRETRAIN_VOCAB_SIZE as VOCAB, cross_entropy,
+                     pretrain_forward as forward, pretrain_batch as make_batch,
+                     pretrain_config as make_config, pretrain_model as make_model, sigmoid_cross_entropy)
 
 
 def _variable_paths(model):

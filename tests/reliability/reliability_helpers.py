@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable, List
 
+from helpers import error_lines
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTS = REPO_ROOT / "tests"
 # Seed of the kill -9 tests' random kill steps: fixed, so a failure reproduces (change it to
@@ -42,8 +44,6 @@ _job_helpers = _load("pretrain_job_helpers", TESTS / "pretrain" / "job_helpers.p
 start_pretrain = _job_helpers.start
 kill_group = _job_helpers.kill_group
 subprocess_env = _job_helpers.subprocess_env
-# tests/export/export_helpers.py: a tiny model directory and its vocabulary
-export_helpers = _load("export_helpers_for_reliability", TESTS / "export" / "export_helpers.py")
 
 STEP_RE = re.compile(r"^step (\d+)/(\d+) .*lr=(\S+)")
 
@@ -104,11 +104,6 @@ def start_module(module: str, args, env=None, cwd=None) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def error_lines(stderr: str) -> List[str]:
-    """The `error: ...` lines of a CLI's stderr (TF's own C++ log lines are left out)."""
-    return [line for line in stderr.splitlines() if line.startswith("error: ")]
-
-
 def lr_schedule(config_path: str, train_steps: int, **overrides):
     from electra_tf.config import ElectraConfig
     from electra_tf.training.optimization import WarmupPolynomialDecay
@@ -141,6 +136,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, poll: f
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "STEP_RE", "TESTS", "error_lines", "export_helpers",
+__all__ = ["Output", "REPO_ROOT", "SST2_DIR", "STEP_RE", "TESTS", "error_lines",
            "is_root", "kill_group", "lr_schedule", "pretrain_job", "snapshot", "start_module", "start_pretrain",
            "step_reached", "subprocess_env", "wait_until"]

@@ -26,7 +26,8 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from reliability_helpers import REPO_ROOT, SST2_DIR, export_helpers, pretrain_job, snapshot
+import helpers
+from reliability_helpers import REPO_ROOT, SST2_DIR, pretrain_job, snapshot
 
 DOC = REPO_ROOT / "docs" / "errors.md"
 
@@ -75,7 +76,7 @@ class Shared:
     def model_dir(self) -> Path:
         d = self.root / "model"
         if not d.exists():
-            export_helpers.make_model_dir(d)
+            helpers.make_model_dir(d)
         return d
 
     def serving_module(self):
@@ -131,8 +132,8 @@ class Ctx:
         d = self.tmp / "sst2_model"
         if not d.exists():
             d.mkdir()
-            vocab = export_helpers.write_vocab(d / "vocab.txt")
-            config = export_helpers.tiny_config(max_position_embeddings=64, max_seq_length=32)
+            vocab = helpers.write_vocab(d / "vocab.txt")
+            config = helpers.tiny_config(max_position_embeddings=64, max_seq_length=32)
             config.to_json(str(d / "config.json"))
             assert vocab
         return d
@@ -527,7 +528,7 @@ def _(c):
     model_dir = c.model_dir()  # hidden 32
     out = c.tmp / "ft"
     bigger = c.tmp / "bigger.json"
-    export_helpers.tiny_config(hidden_size=64, intermediate_size=128).to_json(str(bigger))
+    helpers.tiny_config(max_seq_length=24, hidden_size=64, intermediate_size=128).to_json(str(bigger))
     return c.finetune(c.finetune_base(out, **{"--init": model_dir / "discriminator.weights.h5",
                                               "--config": bigger}), absent=[out])
 
@@ -552,8 +553,8 @@ def _(c):
     # (a random encoder is sized for the vocabulary it is given, so only --init <model> can clash).
     model = c.tmp / "pretrained"
     model.mkdir()
-    export_helpers.write_vocab(model / "vocab.txt")
-    export_helpers.tiny_config(vocab_size=250).to_json(str(model / "config.json"))
+    helpers.write_vocab(model / "vocab.txt")
+    helpers.tiny_config(max_seq_length=24, vocab_size=250).to_json(str(model / "config.json"))
     (model / "discriminator.weights.h5").write_bytes(b"never read: the vocabulary is checked first")
     out = c.tmp / "ft"
     return c.finetune(c.finetune_base(out, **{"--init": model, "--config": None, "--vocab_file": None}),
@@ -650,7 +651,7 @@ C = "python -m electra_tf.convert"
 def _(c):
     broken = c.tmp / "broken"
     shutil.copytree(c.model_dir(), broken)
-    export_helpers.tiny_config(hidden_size=64, intermediate_size=128).to_json(str(broken / "config.json"))
+    helpers.tiny_config(max_seq_length=24, hidden_size=64, intermediate_size=128).to_json(str(broken / "config.json"))
     return c.export(["--model_dir", broken, "--output_dir", c.tmp / "sm"], absent=[c.tmp / "sm"])
 
 
@@ -784,7 +785,7 @@ def _(c):
     encoder, _, config = load_discriminator(str(c.model_dir()))
     model = ClassifierModel(encoder, 3)
     build_and_call(model, 16)
-    module = ServingModule(CLASSIFIER, model.encoder, model.head, export_helpers.VOCAB, 16, labels=["a", "b", "c"],
+    module = ServingModule(CLASSIFIER, model.encoder, model.head, helpers.VOCAB, 16, labels=["a", "b", "c"],
                            pair=True)
     return c.serving_error(module.serve, tf.constant(["one", "two"]), tf.constant(["only one"]))
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from reliability_helpers import REPO_ROOT, export_helpers
+import helpers
+from reliability_helpers import REPO_ROOT
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_keras_file_with_a_lambda_layer_is_refused_by_the_finetune_loader(code_c
     from electra_tf.models import build_encoder
 
     path, marker, _ = code_carrying_model
-    encoder = build_encoder(export_helpers.tiny_config())
+    encoder = build_encoder(helpers.tiny_config(max_seq_length=24))
     with pytest.raises(FinetuneError) as info:
         load_encoder_weights(encoder, path)
     assert str(info.value) == (f"--init {path} contains Python code (a Lambda layer), which is never executed; "
@@ -106,7 +107,7 @@ def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
     from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
-    model_dir, _, _ = export_helpers.make_model_dir(tmp_path / "model")
+    model_dir, _, _ = helpers.make_model_dir(tmp_path / "model")
     encoder, _, config = load_discriminator(model_dir)
     model = ClassifierModel(encoder, 2, name="electra_sst2")
     build_and_call(model, 20)
