@@ -9,7 +9,19 @@ import importlib as _importlib
 
 from electra_tf import quiet_tf as _quiet_tf  # the standard library only: cheap
 
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The installed distribution's version (setup.cfg's, through the package metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("electra_tf")
+    except metadata.PackageNotFoundError:  # a checkout on sys.path that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 # Quiet TensorFlow's start-up log lines before anything imports it, for the
 # command-line tools (`python -m electra_tf.<tool>`, and the worker processes

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
+from electra_tf.paths import config_names, resolve_config
 
 
 class ConfigError(ElectraError, ValueError):
@@ -264,9 +265,19 @@ class ElectraConfig:
         return cls(**coerced)
 
     @classmethod
+    def load(cls, name_or_path: str, flag: str = "--config") -> "ElectraConfig":
+        """A shipped config by name ("small"; `python -m electra_tf --help` lists them) or a JSON file."""
+        try:
+            path = resolve_config(name_or_path, flag)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        return cls.from_json(path)
+
+    @classmethod
     def from_json(cls, path: str) -> "ElectraConfig":
         if not os.path.isfile(path):
-            raise ConfigError(f"config file {path!r} does not exist; pass a JSON file such as configs/small.json")
+            raise ConfigError(f"config file {path!r} does not exist; pass a JSON file such as configs/small.json "
+                              f"or a config name ({', '.join(config_names())})")
         try:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)

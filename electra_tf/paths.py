@@ -3,6 +3,12 @@
     problem = output_dir_problem("runs/small")       # None: it can be created and written
     model_dir = resolve_model_dir("runs/small", "--init", print)  # -> runs/small/pretrained
 
+`resource_dir` finds what the package ships beside its code: the model configs
+(configs/*.json, named by `config_names` and resolved by `resolve_config`) and the
+sample corpus of the embedded default (data/sample_corpus.txt), in a checkout or
+an editable install at the top of the repository, in a wheel (or `pip install .`)
+inside the package, where the build puts them (setup.py).
+
 `output_dir_problem` lets every tool refuse an output path it could not write
 (a file, a path under a file, /proc, a read-only place) with one line, before
 any work starts and without leaving anything behind. `resolve_model_dir` lets
@@ -20,6 +26,50 @@ from typing import Callable, Optional
 MODEL_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras",
                "classifier.weights.h5", "saved_model.pb")
 RUN_MODEL_SUBDIR = "pretrained"  # where a pre-training run writes its model
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Where a wheel carries the repository's top-level configs/ and data/ (setup.py copies them there
+# at build time; the checkout holds one copy, at the top).
+RESOURCES_PACKAGE = "_resources"
+RESOURCE_DIRS = ("configs", "data")
+
+
+def resource_dir(name: str) -> str:
+    """The folder `name` ("configs" or "data") the package ships: electra_tf/_resources/<name> in an
+    installed wheel, else <checkout>/<name> (a checkout, an editable install)."""
+    packaged = os.path.join(PACKAGE_DIR, RESOURCES_PACKAGE, name)
+    if os.path.isdir(packaged):
+        return packaged
+    return os.path.join(os.path.dirname(PACKAGE_DIR), name)
+
+
+CONFIG_DIR = resource_dir("configs")
+SAMPLE_CORPUS = os.path.join(resource_dir("data"), "sample_corpus.txt")
+
+
+def config_names() -> list:
+    """The names of the shipped model configs (configs/<name>.json), sorted."""
+    if not os.path.isdir(CONFIG_DIR):
+        return []
+    return sorted(n[:-len(".json")] for n in os.listdir(CONFIG_DIR) if n.endswith(".json"))
+
+
+def resolve_config(value: str, flag: str = "--config") -> str:
+    """The JSON file of `value`: a path to a config file, or the name of a shipped one
+    ("small", also written "small.json" or "configs/small.json", so the README's commands run
+    from any folder). Raises ValueError (one line naming the shipped names) otherwise."""
+    if is_remote(value) or os.path.isfile(value):
+        return value
+    parent, base = os.path.split(os.path.normpath(value))
+    name = base[:-len(".json")] if base.endswith(".json") else base
+    if parent in ("", "configs") and name in config_names():
+        return os.path.join(CONFIG_DIR, name + ".json")
+    names = ", ".join(config_names())
+    if base.endswith(".json") or "/" in value or os.sep in value:
+        raise ValueError(f"{flag} {value!r} does not exist; pass a JSON file such as configs/small.json "
+                         f"or a config name ({names})")
+    raise ValueError(f"{flag} {value!r} is neither a config file nor a config name; use a name ({names}) "
+                     f"or a JSON file such as configs/small.json")
 
 
 def is_remote(path: str) -> bool:

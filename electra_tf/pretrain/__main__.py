@@ -23,6 +23,7 @@ from electra_tf.config import ConfigError
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.vocab import VocabError
 from electra_tf.models.saving import ModelDirError
+from electra_tf.paths import config_names
 # The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
 from electra_tf.pretrain import pretrain_job as run
 from electra_tf.training.distribution import StrategyError
@@ -44,7 +45,8 @@ def define_flags(fv=None):
     d = PretrainOptions()
     define_shared_flags(fv)
     flags.adopt_module_key_flags(shared_flags, flag_values=fv)
-    flags.DEFINE_string("config", None, "Model config JSON (default with no --data_dir: configs/tiny.json).", flag_values=fv)
+    flags.DEFINE_string("config", None, f"Model config: a name ({', '.join(config_names())}) or a JSON file "
+                        "(default with no --data_dir: tiny).", flag_values=fv)
     flags.DEFINE_string("data_dir", None, "Shard directory (manifest.json inside); none: the embedded default.", flag_values=fv)
     flags.DEFINE_string("output_dir", None, "Run directory: checkpoints, TensorBoard, the final model "
                         "(default runs/default for the embedded default).", flag_values=fv)

@@ -26,8 +26,8 @@ from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, D
 def _split_sample_corpus(work_dir: str):
     """data/sample_corpus.txt -> (train.txt, eval.txt) in work_dir, last docs held out."""
     if not os.path.isfile(SAMPLE_CORPUS):
-        fail(f"the embedded default needs {SAMPLE_CORPUS}, which is missing (is this a clone of the "
-             f"repository, installed with pip install -e .?); otherwise pass --data_dir and --vocab_file")
+        fail(f"the embedded default needs {SAMPLE_CORPUS}, which is missing (a checkout and an installed "
+             f"wheel both have it: reinstall electra_tf); otherwise pass --data_dir and --vocab_file")
     with open(SAMPLE_CORPUS, encoding="utf-8") as f:
         docs = [d.strip("\n") for d in f.read().split("\n\n") if d.strip()]
     train_txt = os.path.join(work_dir, "train.txt")

@@ -21,14 +21,14 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
-from electra_tf.paths import is_remote, output_dir_problem, resolve_model_dir
+from electra_tf.paths import (CONFIG_DIR, SAMPLE_CORPUS, is_remote, output_dir_problem, resolve_config,
+                              resolve_model_dir)
 from electra_tf.training import distribution
 from electra_tf.training.checkpoints import CheckpointManager
 from electra_tf.training.shared_flags import DEFAULT_LOG_EVERY, DEFAULT_SAVE_EVERY, PRECISION_POLICIES
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_CORPUS = os.path.join(REPO_ROOT, "data", "sample_corpus.txt")
-DEFAULT_CONFIG = os.path.join(REPO_ROOT, "configs", "tiny.json")
+# configs/ and data/ at the top of a checkout, or inside an installed wheel (electra_tf/paths.py).
+DEFAULT_CONFIG = os.path.join(CONFIG_DIR, "tiny.json")
 DEFAULT_MODEL_DIR = os.path.join("runs", "default")
 
 # The embedded default: configs/tiny.json (its 300 steps at batch 32: ~2 min on 2 CPU cores) on data
@@ -128,14 +128,13 @@ def _positive(name: str, value, allow_none=True):
 
 
 def _resolve_config_path(path: Optional[str]) -> str:
+    """--config: a file, or a shipped config's name (small, configs/small.json from any folder)."""
     if path is None:
         return DEFAULT_CONFIG
-    if os.path.isfile(path) or is_remote(path):
-        return path
-    in_repo = os.path.join(REPO_ROOT, path)
-    if os.path.isfile(in_repo):
-        return in_repo
-    fail(f"--config {path!r} does not exist; pass a JSON file such as configs/small.json")
+    try:
+        return resolve_config(path)
+    except ValueError as e:
+        fail(str(e))
 
 
 def _sha256(path: str) -> str:

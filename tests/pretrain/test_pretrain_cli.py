@@ -113,7 +113,8 @@ def test_cli_subprocess_bad_config_exits_nonzero_with_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120, env=subprocess_env())
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
-        "error: --config 'nope.json' does not exist; pass a JSON file such as configs/small.json")
+        "error: --config 'nope.json' does not exist; pass a JSON file such as configs/small.json or a config "
+        "name (base, continue, cpu_demo, large, mini, small, small_plus, tiny)")
     assert not (tmp_path / "m").exists()
 
 
