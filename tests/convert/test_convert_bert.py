@@ -15,6 +15,8 @@ import shutil
 import numpy as np
 import pytest
 
+from helpers import require_torch
+
 from electra_tf.convert import hf
 from electra_tf.convert.__main__ import main as convert_main
 
@@ -73,7 +75,8 @@ def test_the_import_is_the_encoder_once(converted):
 
 
 def test_tokenizer_ids_match_the_checkpoints_own(converted):
-    transformers = pytest.importorskip("transformers")
+    require_torch()
+    import transformers
     from electra_tf.preprocessing import TextPreprocessor
 
     theirs = transformers.BertTokenizerFast(tokenizer_file=os.path.join(ENCODER, "tokenizer.json"),
@@ -88,8 +91,8 @@ def test_tokenizer_ids_match_the_checkpoints_own(converted):
 
 
 def test_last_hidden_states_match_transformers(converted):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require_torch()
+    import transformers
     from electra_tf.models.saving import load_encoder
 
     model = transformers.BertModel.from_pretrained(ENCODER).eval()

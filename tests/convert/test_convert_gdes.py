@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import convert_helpers as h
+from helpers import require_torch
 from electra_tf.convert import google, hf
 from electra_tf.convert.__main__ import main as convert_main
 from electra_tf.convert.mapping import check_and_assign, export_tensors, pretrainer_entries
@@ -88,8 +89,8 @@ def test_to_hf(gdes_model, tmp_path):
 
 
 def test_hf_export_loads_in_transformers(gdes_model, tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require_torch()
+    import transformers
     model, model_dir, _, _ = gdes_model
     out = tmp_path / "hf"
     assert convert_main(["--from", "electra_tf", "--input", model_dir, "--to", "hf", "--output_dir", str(out)]) == 0

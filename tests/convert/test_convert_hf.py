@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import convert_helpers as h
+from helpers import require_torch
 from electra_tf.convert import hf
 from electra_tf.convert.__main__ import main as convert_main
 from electra_tf.convert.mapping import ConversionError
@@ -101,8 +102,8 @@ def test_generator_as_input_is_refused(ours_and_export, tmp_path):
 
 # ----------------------------------------------------------------------------- with torch
 def _hf_models(tmp_path, hidden_act="gelu"):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require_torch()
+    import transformers
     torch.manual_seed(0)
     common = dict(vocab_size=len(h.VOCAB), embedding_size=16, max_position_embeddings=64, type_vocab_size=2,
                   hidden_act=hidden_act, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
@@ -172,8 +173,8 @@ def test_pytorch_bin_with_torch(tmp_path):
 
 
 def test_our_export_loads_in_transformers(ours_and_export):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require_torch()
+    import transformers
     model, config, dirs = ours_and_export
     disc = transformers.ElectraForPreTraining.from_pretrained(dirs["discriminator"]).eval()
     gen = transformers.ElectraForMaskedLM.from_pretrained(dirs["generator"]).eval()
