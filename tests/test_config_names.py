@@ -35,3 +35,14 @@ def test_an_unknown_name_lists_the_names(value, what):
     message = str(e.value)
     assert what in message and ", ".join(config_names()) in message
     assert "\n" not in message
+
+
+def test_finetune_takes_a_config_name_too(tmp_path):
+    from electra_tf.finetune.modeling.encoder_init import FinetuneError, find_init_files
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n", encoding="utf-8")
+    assert find_init_files("random", "small", str(vocab)) == (None, os.path.join(CONFIG_DIR, "small.json"),
+                                                              str(vocab))
+    with pytest.raises(FinetuneError, match="use a name"):
+        find_init_files("random", "smal", str(vocab))

@@ -20,7 +20,7 @@ from electra_tf.finetune.settings import FinetuneError
 from electra_tf.finetune.modeling.task_models import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
-from electra_tf.paths import hub_download_hint, resolve_model_dir
+from electra_tf.paths import hub_download_hint, resolve_config, resolve_model_dir
 
 INIT_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras")
 
@@ -70,7 +70,7 @@ def find_init_files(init: str, config_flag: Optional[str],
 
     Args:
       init: the --init value.
-      config_flag: --config, overrides the directory's config.json.
+      config_flag: --config (a file or a shipped config's name), overrides the directory's config.json.
       vocab_flag: --vocab_file, overrides the directory's vocab.txt.
     """
     weights = None
@@ -94,10 +94,16 @@ def find_init_files(init: str, config_flag: Optional[str],
             raise FinetuneError(f"--init {init!r} does not exist; pass a pre-training run directory, "
                                 f"a .weights.h5 file, or 'random'")
     config = config_flag
+    if config is not None:
+        try:  # a file, or a shipped config's name (small)
+            config = resolve_config(config)
+        except ValueError as e:
+            raise FinetuneError(str(e)) from None
     if config is None and search_dir and os.path.isfile(os.path.join(search_dir, "config.json")):
         config = os.path.join(search_dir, "config.json")
     if config is None:
-        raise FinetuneError("no model config: pass --config configs/<size>.json (or an --init directory with config.json)")
+        raise FinetuneError("no model config: pass --config with a config name (small, ...) or a JSON file "
+                            "(or an --init directory with config.json)")
     vocab = vocab_flag
     if vocab is None and search_dir and os.path.isfile(os.path.join(search_dir, "vocab.txt")):
         vocab = os.path.join(search_dir, "vocab.txt")
