@@ -1,7 +1,7 @@
 """In-domain pre-training study: does ELECTRA pre-training on review text beat random init?
 
     python scripts/domain_study.py                      # every rung, in order; re-run to resume
-    python scripts/domain_study.py --rungs mini_electra_5k,mini_mlm_5k
+    python scripts/domain_study.py --rungs cpu_demo_electra_5k,cpu_demo_mlm_eq5k
     python scripts/domain_study.py --report_only        # table + plot from what has finished
     python scripts/domain_study.py --rungs small_electra_gpu_20k --recipes r1,paper \
         --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10    # one GPU
@@ -233,12 +233,26 @@ def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, 
     report.write(work, ladder.RUNGS)
 
 
+def _names(kind: str, known):
+    """An argparse type: a comma-separated list of `known` names (an unknown one is refused
+    while the flags are parsed, so a usage line naming one fails `--help`-cheap checks)."""
+    def parse(text: str) -> List[str]:
+        names = [n for n in text.split(",") if n]
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {kind}: {unknown}; choose from {sorted(known)}")
+        return names
+    return parse
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work_dir", default=str(REPO / "runs" / "domain_study"))
-    p.add_argument("--rungs", default="", help="comma-separated rung names (default: all CPU rungs, in order)")
-    p.add_argument("--recipes", default="r1", help=f"comma-separated fine-tuning recipes of {sorted(ladder.RECIPES)}")
-    p.add_argument("--tasks", default="",
+    p.add_argument("--rungs", default="", type=_names("rung or recipe", [r.name for r in ladder.RUNGS]),
+                   help="comma-separated rung names (default: all CPU rungs, in order)")
+    p.add_argument("--recipes", default="r1", type=_names("rung or recipe", ladder.RECIPES),
+                   help=f"comma-separated fine-tuning recipes of {sorted(ladder.RECIPES)}")
+    p.add_argument("--tasks", default="", type=_names("task", list(ladder.TASKS) + list(ladder.LONG_TASKS)),
                    help=f"comma-separated labelled sets to fine-tune on (default: all of the rung's) of "
                         f"{sorted(ladder.TASKS) + sorted(ladder.LONG_TASKS)}")
     p.add_argument("--pretrain_flags", default="",
@@ -252,16 +266,7 @@ def main(argv=None) -> int:
     if args.report_only:
         report.write(work, ladder.RUNGS)
         return 0
-    names = [n for n in args.rungs.split(",") if n]
-    unknown = sorted(set(names) - {r.name for r in ladder.RUNGS})
-    recipes = [r for r in args.recipes.split(",") if r]
-    tasks = [t for t in args.tasks.split(",") if t]
-    if unknown or set(recipes) - set(ladder.RECIPES):
-        p.error(f"unknown rung or recipe: {unknown or sorted(set(recipes) - set(ladder.RECIPES))}; "
-                f"rungs: {[r.name for r in ladder.RUNGS]}, recipes: {sorted(ladder.RECIPES)}")
-    if set(tasks) - set(ladder.TASKS) - set(ladder.LONG_TASKS):
-        p.error(f"unknown task: {sorted(set(tasks) - set(ladder.TASKS) - set(ladder.LONG_TASKS))}; "
-                f"tasks: {sorted(ladder.TASKS) + sorted(ladder.LONG_TASKS)}")
+    names, recipes, tasks = args.rungs, args.recipes, args.tasks
     # Without --rungs: the CPU ladder (a GPU rung is asked for by name).
     wanted = [r for r in ladder.RUNGS if (r.name in names if names else "gpu" not in r.name)]
     for rung in wanted:

@@ -72,7 +72,7 @@ def run(cmd: List[str], log_path: Path, cwd: Path = REPO) -> dict:
 
 def ensure_corpus(path: Path, size_mb: float, num_files: int, seed: int) -> Path:
     if not path.exists():
-        subprocess.run([sys.executable, str(REPO / "scripts" / "make_big_corpus.py"), "--output", str(path),
+        subprocess.run([sys.executable, str(REPO / "scripts" / "benchmarks" / "make_big_corpus.py"), "--output", str(path),
                         "--size_mb", str(size_mb), "--num_files", str(num_files), "--seed", str(seed)],
                        check=True)
     return path

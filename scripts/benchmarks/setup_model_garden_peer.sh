@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the git-ignored venv holding the TF Model Garden peer for
-# scripts/benchmarks/benchmark_pretrain.py --peer.
+# scripts/benchmarks/benchmark_pretrain.py (its --peer_python default; --no_peer runs without it).
 #
 # tf-models-official 2.20 pins tensorflow~=2.20.0 and runs on tf_keras (Keras 2),
 # so it cannot share the project's TF 2.21 / Keras 3 venv: it gets its own.

@@ -13,7 +13,7 @@ share of real tokens the discriminator sees replaced, and the learning rate.
 
 The reference is independent of our code: its masking (numpy), sampling,
 labels, losses and optimizer (torch AdamW + LambdaLR + clip_grad_norm_) follow
-the rules of electra_tf/objectives and electra_tf/pretrain/optimization.py
+the rules of electra_tf/objectives and electra_tf/training/optimization.py
 but do not call them; only the batches come from our shard reader. Both models
 start from different random weights and draw different masks, so they agree
 statistically (curves of the same shape and level), not bit for bit.

@@ -300,7 +300,7 @@ def _(c):
 
 
 @entry("pretrain-input-changed", P, "a re-run after the --data_dir shards were rebuilt",
-       "error: --data_dir <dir> changed since the run in <model_dir> began (its content differs from what "
+       "error: --data_dir <dir> changed since the run in <output_dir> began (its content differs from what "
        "<run.json> records: rebuilt shards or another vocabulary); resuming would train on other data than its "
        "checkpoints did: pass a new --output_dir, or restore the files", 2)
 def _(c):
@@ -315,7 +315,7 @@ def _(c):
 
 
 @entry("pretrain-model-dir-of-another-run", P, "--output_dir holding a run with other settings",
-       "error: <model_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
+       "error: <output_dir> holds a run with other settings (<keys> differ from <run.json>); re-run with the same "
        "flags to resume it, or pass a new --output_dir", 2)
 def _(c):
     run = c.tmp / "run"

@@ -1,6 +1,6 @@
 """The reference's ELECTRA rules in numpy: masking, the learning-rate schedule, and rank AUC.
 
-They follow electra_tf/objectives and electra_tf/pretrain/optimization.py
+They follow electra_tf/objectives and electra_tf/training/optimization.py
 but do not call them (tests/study/test_reference_check.py checks the masking
 counts against ours).
 """
