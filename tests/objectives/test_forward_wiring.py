@@ -213,3 +213,34 @@ def test_the_real_sampler_forced_by_a_large_output_bias():
     mlm = np.mean([cross_entropy(mlm_logits[b, p], ids[b, pos[b, p]]) for b, p in zip(*np.nonzero(used))])
     assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
     assert float(out["loss"]) == pytest.approx(mlm + 50.0 * disc, rel=1e-5)
+
+
+@pytest.mark.parametrize("objective,bert,want", [
+    ("electra", False, {"mask": 0.85, "random": 0.0, "kept": 0.15}),  # ELECTRA's reference: 85/15
+    ("mlm", True, {"mask": 0.8, "random": 0.1, "kept": 0.1}),  # BERT: 80/10/10
+])
+def test_the_objectives_corrupt_the_chosen_positions_as_the_papers_say(objective, bert, want):
+    """`Objective.mask` (what every objective's forward calls) with the config's defaults."""
+    from electra_tf.config import ElectraConfig
+
+    model = pretrain_model(objective)
+    defaults = ElectraConfig()
+    assert (defaults.mask_prob, defaults.mask_token_keep_prob) == (0.15, 0.15)
+    batch = pretrain_batch(rows=256, seed=5)
+    ids, mask = batch["input_ids"], batch["input_mask"]
+    counts = {"mask": 0, "random": 0, "kept": 0}
+    for step in range(3):
+        seed = tf.constant([0, step], tf.int64)
+        masked = model.objective.mask(ids, mask, seed, tf.range(256, dtype=tf.int64), bert=bert)
+        used = masked.weights.numpy() > 0
+        seen = np.take_along_axis(masked.input_ids.numpy(), masked.positions.numpy(), 1)[used]
+        original = masked.original_ids.numpy()[used]
+        counts["mask"] += int((seen == MASK).sum())
+        counts["kept"] += int(((seen == original) & (seen != MASK)).sum())
+        counts["random"] += int(((seen != original) & (seen != MASK)).sum())
+    total = sum(counts.values())  # ~3,000 slots: the standard error of a 15% share is ~0.007
+    assert total > 2500
+    # A random token equal to the original (1 in 60) counts as kept.
+    assert abs(counts["random"] / total - want["random"] * 59 / 60) < 0.03, counts
+    assert abs(counts["kept"] / total - (want["kept"] + want["random"] / 60)) < 0.03, counts
+    assert abs(counts["mask"] / total - want["mask"]) < 0.03, counts
