@@ -56,14 +56,17 @@ def wheel_site(tmp_path_factory):
     return wheel, site
 
 
-def _run(args, site: Path, cwd: Path, timeout=240) -> subprocess.CompletedProcess:
+def _command(args, site: Path, cwd: Path) -> dict:
     deps = sysconfig.get_paths()["purelib"]
     # A user's environment: the tools' own TensorFlow log level (tests/conftest.py sets another).
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "TF_CPP_MIN_LOG_LEVEL")}
     env["PYTHONPATH"] = os.pathsep.join([str(site), deps])
-    return subprocess.run([sys.executable, "-S", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return dict(args=[sys.executable, "-S", *args], cwd=cwd, env=env, text=True)
+
+
+def _run(args, site: Path, cwd: Path, timeout=240) -> subprocess.CompletedProcess:
+    return subprocess.run(**_command(args, site, cwd), capture_output=True, timeout=timeout)
 
 
 def test_the_wheel_holds_the_package_and_its_resources_only(wheel_site):
@@ -77,37 +80,47 @@ def test_the_wheel_holds_the_package_and_its_resources_only(wheel_site):
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n or "/runs/" in n]
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_runs_from_any_folder(wheel_site, tmp_path):
     _, site = wheel_site
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = _run(["-c", "import json, sys, electra_tf; print(json.dumps([electra_tf.__file__, sys.path]))"],
-                 site, elsewhere)
-    assert where.returncode == 0, where.stderr[-2000:]
-    package_file, path = json.loads(where.stdout)
-    assert Path(package_file).resolve().is_relative_to(site.resolve())
-    # Nothing from the checkout on the path (the dependencies' folder may be a venv inside it).
-    deps = Path(sysconfig.get_paths()["purelib"]).resolve()
-    from_checkout = [p for p in path if p and Path(p).resolve().is_relative_to(REPO_ROOT)
-                     and not Path(p).resolve().is_relative_to(deps)]
-    assert not from_checkout, from_checkout
-
-    version = _run(["-m", "electra_tf", "--version"], site, elsewhere)
-    assert version.returncode == 0 and version.stdout.strip() == f"electra_tf {_version()}", version
-
-    listing = _run(["-m", "electra_tf", "--help"], site, elsewhere)
-    assert listing.returncode == 0, listing.stderr[-2000:]
-    assert "pretrain" in listing.stdout and "small, small_plus, tiny" in listing.stdout
-
-    named = _run(["-m", "electra_tf.pretrain", "--config", "small", "--help"], site, elsewhere)
-    assert named.returncode == 0, named.stderr[-2000:]
-    assert "--config" in named.stdout + named.stderr
-
-    # The main command: the embedded default (sample corpus -> vocab, shards -> tiny model), shortened.
+    # The main command: the embedded default (sample corpus -> vocab, shards -> tiny model), shortened;
+    # it runs while the quick checks below do.
     run_dir = tmp_path / "run"
-    pretrain = _run(["-m", "electra_tf.pretrain", "--train_steps", "2", "--output_dir", str(run_dir)],
-                    site, elsewhere)
-    assert pretrain.returncode == 0, pretrain.stdout[-2000:] + pretrain.stderr[-3000:]
+    pretrain = subprocess.Popen(**_command(["-m", "electra_tf.pretrain", "--train_steps", "2", "--output_dir",
+                                            str(run_dir)], site, elsewhere),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        where = _run(["-c", "import json, sys, electra_tf; print(json.dumps([electra_tf.__file__, sys.path]))"],
+                     site, elsewhere)
+        assert where.returncode == 0, where.stderr[-2000:]
+        package_file, path = json.loads(where.stdout)
+        assert Path(package_file).resolve().is_relative_to(site.resolve())
+        # Nothing from the checkout on the path (the dependencies' folder may be a venv inside it).
+        deps = Path(sysconfig.get_paths()["purelib"]).resolve()
+        from_checkout = [p for p in path if p and Path(p).resolve().is_relative_to(REPO_ROOT)
+                         and not Path(p).resolve().is_relative_to(deps)]
+        assert not from_checkout, from_checkout
+
+        version = _run(["-m", "electra_tf", "--version"], site, elsewhere)
+        assert version.returncode == 0 and version.stdout.strip() == f"electra_tf {_version()}", version
+
+        listing = _run(["-m", "electra_tf", "--help"], site, elsewhere)
+        assert listing.returncode == 0, listing.stderr[-2000:]
+        assert "pretrain" in listing.stdout and "small, small_plus, tiny" in listing.stdout
+
+        named = _run(["-m", "electra_tf.pretrain", "--config", "small", "--help"], site, elsewhere)
+        assert named.returncode == 0, named.stderr[-2000:]
+        assert "--config" in named.stdout + named.stderr
+
+        out, err = pretrain.communicate(timeout=300)
+    finally:
+        if pretrain.poll() is None:
+            pretrain.kill()
+            pretrain.communicate()
+    assert pretrain.returncode == 0, out[-2000:] + err[-3000:]
+    assert "_resources" in out + err  # the sample corpus it learned from is the wheel's
     assert (run_dir / "pretrained" / "discriminator.weights.h5").is_file()
     assert (run_dir / "pretrained" / "vocab.txt").is_file()
     assert not list(elsewhere.iterdir())  # it wrote where it was told, nothing into the current folder
