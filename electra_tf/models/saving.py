@@ -14,7 +14,8 @@ what `finetune --init` and `export` read):
     mlm_head.weights.h5            the full-size network's masked-LM head (objectives
                                    mlm, replace_mlm, all_tokens_mlm, two_stage)
     copy_head.weights.h5           All-Tokens MLM's copy gate
-    pretrainer.weights.h5          everything, for continuing pre-training
+    pretrainer.weights.h5          every weight (no optimizer state: that stays in the run's
+                                   checkpoints), for continuing pre-training
 
 Which files exist depends on the config's `objective` (docs/pretraining.md):
 `discriminator.weights.h5` is always the full-size encoder, the network to
@@ -78,7 +79,10 @@ class ModelDirError(ElectraError, ValueError):
 
 def _save_layer(layer, path):
     tmp = path + ".tmp.weights.h5"
-    save_weights_only(layer, tmp)
+    # Weights only: a compiled pre-trainer's optimizer state (Adam's two slots per weight) belongs
+    # to the resumable checkpoints, not to the model a user copies.
+    optimizer = getattr(layer, "optimizer", None)
+    save_weights_only(layer, tmp, skip=[optimizer] if optimizer is not None else ())
     os.replace(tmp, path)
 
 
