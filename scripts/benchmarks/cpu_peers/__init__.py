@@ -6,7 +6,7 @@ What is compared lives in one module per side:
 - `ours`: our fine-tuning step (`ClassifierModel` + fine-tuning's optimizer) and our exported
   SavedModel (in-graph tokenizer), fp32 and the bf16 opt-in;
 - `peers_torch`: Hugging Face `ElectraModel` on PyTorch, eager with `AdamW(fused=True)` and
-  `torch.compile`, serving in fp32 (eager, compiled) and bf16 autocast;
+  `torch.compile`, serving in fp32 (eager, compiled);
 - `peers_ort`: ONNX Runtime on the same model exported with eager attention and optimised by
   `onnxruntime.transformers` (`model_type="bert"`; an `Attention` node is checked for before any
   timing), fp32 and int8 dynamic quantisation.

@@ -75,9 +75,13 @@ class OrtSide:
         if int8:
             qpath = self.work / f"{case['model']}_fused.int8.onnx"
             if not qpath.exists():
+                import onnx
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-                quantize_dynamic(str(path), str(qpath), weight_type=QuantType.QInt8)
+                # The fused graph's contrib ops (Attention, SkipLayerNormalization) have no ONNX shape
+                # inference: their outputs are float32.
+                quantize_dynamic(str(path), str(qpath), weight_type=QuantType.QInt8,
+                                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
             path = qpath
         return path, op_counts(path)
 

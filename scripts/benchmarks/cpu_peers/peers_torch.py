@@ -4,7 +4,7 @@ Fine-tuning step: eager with `torch.optim.AdamW(fused=True)` (one fused kernel f
 parameters; the default takes the per-parameter loop on a CPU), and the same model under
 `torch.compile` (forward and backward through Inductor), same optimizer. Serving: the fast Rust
 tokenizer (`AutoTokenizer`, as users load it) + the model in `inference_mode`, eager fp32,
-`torch.compile(dynamic=True)` fp32 (one compile for all widths), eager bf16 autocast.
+`torch.compile(dynamic=True)` fp32 (one compile for all widths).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class TorchSide:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
             opt.step()
-            float(loss)
+            float(loss.detach())
             return int(mask.sum()), ids.numel()
 
         # Warm-up: every distinct width once (compiles), then two steps.
@@ -132,14 +132,13 @@ class TorchSide:
         variant = case["variant"]
         encode = encoder_fn(case["hf_dir"], case["seq"], "pt")
         model = classifier(case["hf_dir"], case["head"]).eval()
-        bf16 = variant == "bf16"
         if variant == "compile":
             model = torch.compile(model, dynamic=True)
 
         def logits(texts):
             enc = encode(texts)
-            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                return model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).float().numpy()
+            with torch.inference_mode():
+                return model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).numpy()
 
         state = {"logits": logits, "call": lambda texts: logits(texts).argmax(-1)}
         return warm_up(state, case)

@@ -4,7 +4,7 @@ spread over rounds, CPU / wall, the load, and the bars of issue 51.
 Best peer: fine-tuning, the faster of PyTorch eager and `torch.compile`; serving in fp32, the
 best of PyTorch eager, `torch.compile` and ONNX Runtime fp32 (batch 32 is also quoted against
 ONNX Runtime fp32 alone, as the bar asks); our bf16 opt-in against the best reduced-precision
-peer (PyTorch bf16 autocast, ONNX Runtime int8).
+peer (ONNX Runtime int8).
 """
 
 from __future__ import annotations
