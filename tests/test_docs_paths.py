@@ -5,8 +5,8 @@
   every path a script's docstring names, and every script a script runs by path
   (`REPO / "scripts" / ... .py`);
 - every import of their ```python blocks resolves (module, and each imported name);
-- every documented command of a tool or script parses: the shell blocks'
-  `python -m electra_tf.<tool> ...` through the tool's own absl flags
+- every documented command of a tool or script parses: the shell blocks' and the
+  prose's `python -m electra_tf.<tool> ...` through the tool's own absl flags
   (`electra_tf.cli.parse_flags`), `python scripts/....py ...` and
   `python -m scripts....` through the script's argparse parser (stopped right
   after parsing: nothing runs); so does every usage line of a script's docstring.
@@ -170,8 +170,16 @@ def _python_invocations(command: str):
                 break
         else:
             continue
-        # A usage line's optional parts: [--seed 0] -> --seed 0.
-        rest = [w.lstrip("[").rstrip("]") for w in rest if w not in ("...", "[...]")]
+        # A usage line's optional parts: [--seed 0] -> --seed 0. "..." after a flag elides its
+        # value; elsewhere, more flags.
+        kept = []
+        for w in rest:
+            if w in ("...", "[...]"):
+                if kept and kept[-1].startswith("--") and "=" not in kept[-1]:
+                    kept.append("VALUE")
+                continue
+            kept.append(w.lstrip("[").rstrip("]"))
+        rest = kept
         # Output redirections and a trailing & end the arguments.
         args = []
         for w in rest:
@@ -271,6 +279,10 @@ def _documented_commands():
                 variables[assignment.group(1)] = " ".join(words)
                 continue
             out.append((_rel(page), command))
+        # Inline `python ...` spans of the prose; a <placeholder> is one word.
+        for span in re.findall(r"`(python3? [^`]+)`", page.read_text(encoding="utf-8")):
+            if "*" not in span:
+                out.append((_rel(page), re.sub(r"<[^<>]*>", "PLACEHOLDER", span)))
     for script in SCRIPTS:
         doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
         lines = doc.splitlines()
@@ -308,7 +320,7 @@ def test_docs_name_only_what_exists_and_parses(monkeypatch, capsys):
     assert not fixed, f"fixed since: remove from PENDING: {fixed}"
 
 
-def test_the_checks_see_what_they_should():
+def test_the_checks_see_what_they_should(monkeypatch, capsys):
     # Each check finds a planted stale reference.
     assert not _exists("electra_tf/pretrain/callbacks.py") and _exists("electra_tf/cli.py")
     assert _exists("scripts/benchmarks/*.py") and not _exists("scripts/nowhere/*.py")
@@ -318,6 +330,12 @@ def test_the_checks_see_what_they_should():
         == [("-m electra_tf.export", ["--model_dir", "m", "--output_dir", "o"])]
     assert _parse_electra_tool("electra_tf.export", ["--model_dir", "m", "--no_such_flag", "1"])
     assert _parse_electra_tool("electra_tf.export", ["--model_dir", "m", "--output_dir", "o"]) is None
+    # Scripts: argparse, refusing abbreviations and (domain_study) unknown rung names.
+    assert _check_invocation("scripts/benchmarks/benchmark_pretrain.py", ["--peer"], monkeypatch)
+    assert _check_invocation("scripts/benchmarks/benchmark_pretrain.py", ["--no_peer"], monkeypatch) is None
+    assert _check_invocation("scripts/domain_study.py", ["--rungs", "mini_electra_5k"], monkeypatch)
+    assert _check_invocation("scripts/domain_study.py", ["--rungs", "cpu_demo_electra_5k"], monkeypatch) is None
+    assert _check_invocation("scripts/make_big_corpus.py", [], monkeypatch) == "no scripts/make_big_corpus.py"
 
 
 def test_colab_installs_what_setup_cfg_requires_in_its_ranges():
