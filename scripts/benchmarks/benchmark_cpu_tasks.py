@@ -70,6 +70,8 @@ def parse(argv):
     p.add_argument("--no_finetune", dest="finetune", action="store_false")
     p.add_argument("--no_serving", dest="serving", action="store_false")
     p.add_argument("--redo", action="store_true", help="measure units again even if results/ has them")
+    p.add_argument("--report_only", action="store_true",
+                   help="print the tables of the units already in <work_dir>/results/ (measures nothing)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: Small, 128, 2 rounds, 40 calls, into <work_dir>/quick")
     p.add_argument("--seed", type=int, default=1)
@@ -90,8 +92,23 @@ class Context:
         self.probe = LoadProbe([w.pid for w in workers.values()])
 
 
+def report_only(work: Path) -> int:
+    units = [json.loads(p.read_text()) for p in sorted((work / "results").glob("*.json"))]
+    meta_path = work / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"machine": machine(), "versions": "?",
+                                                                          "max_load": 3.0}
+    order = {"serving": 0, "finetune": 1}
+    units.sort(key=lambda u: (u["seq"], order[u["kind"]], u["model"]))
+    text = report.report(meta, units)
+    print(text)
+    (work / "report.md").write_text(text)
+    return 0
+
+
 def main(argv=None):
     args = parse(argv)
+    if args.report_only:
+        return report_only(Path(args.work_dir))
     if not Path(args.peer_python).exists():
         if Path(args.peer_python) != DEFAULT_PEERS:
             sys.exit(f"{args.peer_python} not found")
@@ -112,6 +129,7 @@ def main(argv=None):
             "max_load": args.max_load, "load_start": load(),
             "command": " ".join(["python", "scripts/benchmarks/benchmark_cpu_tasks.py"] + list(argv or sys.argv[1:]))}
     log(f"workers up: {meta['versions']}; load {meta['load_start']}")
+    (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     ctx = Context(args, work, workers, log)
     paths = {}
     for name in models:

@@ -25,19 +25,18 @@ def _spread(values, digits=1):
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
 
-def _loads(loads):
+def _load_row(u, data, timing, loads):
     before = [r["load_before"][0] for r in loads]
     others = [r["others_cpu_share"] for r in loads if "others_cpu_share" in r]
     marked = sum(r["marked"] for r in loads)
-    text = f"load {min(before):.1f}-{max(before):.1f}"
-    if others:
-        text += f", others' CPU {min(others):.0%}-{max(others):.0%}"
-    return text + (f", **{marked}/{len(loads)} rounds marked**" if marked else "")
+    share = f"{min(others):.0%}-{max(others):.0%}" if others else "-"
+    return (f"| {u['model']} | {u['seq']} | {data} | {timing} | {len(loads)} | {min(before):.1f}-{max(before):.1f} | "
+            f"{share} | {'**' + str(marked) + '**' if marked else 0} |")
 
 
 def finetune_table(units):
     lines = ["| model | seq | side | examples/s (median; min-max over rounds) | CPU/wall | vs best PyTorch | "
-             "padding | rounds, load |", "|---|---|---|---|---|---|---|---|"]
+             "padding |", "|---|---|---|---|---|---|---|"]
     for u in units:
         med = {r["side"]: statistics.median(r["rounds_examples_per_s"]) for r in u["rows"]}
         best = max(v for k, v in med.items() if k.startswith("PyTorch"))
@@ -45,8 +44,7 @@ def finetune_table(units):
             m = med[r["side"]]
             ratio = _fmt_ratio(m / best, BARS["finetune"]) if r["side"].startswith("ours") else f"{m / best:.2f}x"
             lines.append(f"| {u['model']} | {u['seq']} | {r['side']} | {m:.2f} ({_spread(r['rounds_examples_per_s'], 2)}) "
-                         f"| {r['cpu_per_wall']:.2f} | {ratio} | {r['padded_share']:.0%} | "
-                         f"{len(u['loads'])}, {_loads(u['loads'])} |")
+                         f"| {r['cpu_per_wall']:.2f} | {ratio} | {r['padded_share']:.0%} |")
     return "\n".join(lines)
 
 
@@ -60,27 +58,29 @@ def _reduced(side):
 
 def serving_tables(units):
     tp = ["| model | seq | data | side | texts/s, batch 32 (median; min-max) | CPU/wall | vs best PyTorch | "
-          "vs ONNX Runtime fp32 | rounds, load |", "|---|---|---|---|---|---|---|---|---|"]
+          "vs ONNX Runtime fp32 | vs ONNX Runtime int8 |", "|---|---|---|---|---|---|---|---|---|"]
     lat = ["| model | seq | data | side | calls | p50 ms (rounds' p50 min-max) | p99 ms | p99.9 ms | cold ms "
-           "(median, max; n) | p50 vs best peer | p99 vs best peer | cold / our p50 | load |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "(median, max; n) | p50 vs best peer | p99 vs best peer | cold / our p50 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    loads = ["| model | seq | data | timing | rounds | load before a round | others' CPU share | marked |",
+             "|---|---|---|---|---|---|---|---|"]
     for u in units:
         for d, block in u["datasets"].items():
             rows = block["rows"]
             tps = {r["side"]: statistics.median(r["rounds_texts_per_s"]) for r in rows}
-            best_torch = {red: max((v for k, v in tps.items() if k.startswith("PyTorch") and _reduced(k) == red),
-                                   default=float("nan")) for red in (False, True)}
+            best_torch = max((v for k, v in tps.items() if k.startswith("PyTorch")), default=float("nan"))
             ort = next((v for k, v in tps.items() if k.startswith("ONNX Runtime fp32")), float("nan"))
+            int8 = next((v for k, v in tps.items() if k.startswith("ONNX Runtime int8")), float("nan"))
             for r in rows:
                 s, m = r["side"], tps[r["side"]]
-                red = _reduced(s)
                 if s == "ours, SavedModel":
-                    vs_t, vs_o = _fmt_ratio(m / best_torch[False], BARS["batch32_torch"]), _fmt_ratio(m / ort, BARS["batch32_ort"])
+                    vs_t, vs_o = _fmt_ratio(m / best_torch, BARS["batch32_torch"]), _fmt_ratio(m / ort, BARS["batch32_ort"])
                 else:
-                    vs_t, vs_o = f"{m / best_torch[red]:.2f}x", f"{m / ort:.2f}x"
+                    vs_t, vs_o = f"{m / best_torch:.2f}x", f"{m / ort:.2f}x"
                 tp.append(f"| {u['model']} | {u['seq']} | {d} | {s} | {m:.1f} ({_spread(r['rounds_texts_per_s'])}) | "
-                          f"{r['throughput_cpu_per_wall']:.2f} | {vs_t} | {vs_o} | {len(block['throughput_loads'])}, "
-                          f"{_loads(block['throughput_loads'])} |")
+                          f"{r['throughput_cpu_per_wall']:.2f} | {vs_t} | {vs_o} | {m / int8:.2f}x |")
+            for timing, key in (("batch 32", "throughput_loads"), ("batch 1", "latency_loads")):
+                loads.append(_load_row(u, d, timing, block[key]))
             stats = {}
             for r in rows:
                 calls = [1000 * x for x in r["latencies"]]
@@ -105,8 +105,8 @@ def serving_tables(units):
                         f"{cold_ratio:.2f}x" if st["cold"] else "-")
                 lat.append(f"| {u['model']} | {u['seq']} | {d} | {s} | {st['n']} | {st['p50']:.1f} "
                            f"({_spread(st['rounds'])}) | {st['p99']:.1f} | {st['p999']:.1f} | {cold} | {r50} | {r99} | "
-                           f"{rc} | {_loads(block['latency_loads'])} |")
-    return "\n".join(tp), "\n".join(lat)
+                           f"{rc} |")
+    return "\n".join(tp), "\n".join(lat), "\n".join(loads)
 
 
 def agreement_table(units):
@@ -126,11 +126,17 @@ def report(meta, units):
            f"count about 2)."]
     for u in units:
         out.append(f"- {u['kind']} {u['model']} {u['seq']}: measured {u['date_utc']}, {u['wall_s']} s")
+    load_rows = []
     if ft:
         out += ["", "### Fine-tuning step, batch 32, IMDB", "", finetune_table(ft)]
+        load_rows = [_load_row(u, "imdb", "fine-tuning", u["loads"]) for u in ft]
     if sv:
-        tp, lat = serving_tables(sv)
+        tp, lat, loads = serving_tables(sv)
         out += ["", "### Serving at batch 32, raw strings to labels", "", tp,
                 "", "### Serving at batch 1 (every call; cold: the first call at a width the server had not seen)",
                 "", lat, "", "### Agreement (64 IMDB reviews)", "", agreement_table(sv)]
+        load_rows += loads.splitlines()[2:]
+    out += ["", f"### Rounds and load (marked: the 1-minute load average above {meta['max_load']} before the round)",
+            "", "| model | seq | data | timing | rounds | load before a round | others' CPU share | marked |",
+            "|---|---|---|---|---|---|---|---|"] + load_rows
     return "\n".join(out) + "\n"
