@@ -87,6 +87,9 @@ def test_import_preset(preset, tmp_path, model_dir):
     from electra_tf.export import ExportError, build_module
     with pytest.raises(ExportError, match="discriminator head"):
         build_module(out2, "discriminator")
+    # Nothing was written for the absent parts; --allow_untrained_head serves a fresh head.
+    assert not [n for n in os.listdir(out2) if n.startswith(("discriminator_head", "generator", "pretrainer"))]
+    assert build_module(out2, "discriminator", None, True).max_seq_length == config.max_seq_length
 
 
 def test_gelu_difference_helper(model_dir):
