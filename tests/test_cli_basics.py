@@ -131,9 +131,14 @@ def test_the_new_spellings_parse_onto_the_options(tmp_path):
     assert (opts.model_dir, opts.init_from, opts.learning_rate, opts.warmup_proportion) == (
         "runs/x", "models/m", 1e-4, 0.1)
     values = cli.parse_flags(finetune_cli.define_flags, ["--task", "sst2", "--init", "random", "--output_dir",
-                                                         str(tmp_path), "--seed", "3,4", "--train_steps", "5"])
+                                                         str(tmp_path), "--seed", "3,4", "--train_steps", "5",
+                                                         "--batch_size", "8"])
     settings = finetune_cli.settings_from_flags(values)
-    assert (list(settings.seeds), settings.max_steps, settings.batch_size) == ([3, 4], 5, 32)
+    assert (list(settings.seeds), settings.max_steps, settings.batch_size) == ([3, 4], 5, 8)
+    # Unset, the batch is the model size's default, resolved with the model (finetune_job.resolve_init).
+    unset = finetune_cli.settings_from_flags(cli.parse_flags(finetune_cli.define_flags, [
+        "--task", "sst2", "--init", "random", "--output_dir", str(tmp_path)]))
+    assert unset.batch_size is None
     assert predict_cli.parse_args(["--model_dir", "m"]).progress is True
     assert predict_cli.parse_args(["--model_dir", "m", "--noprogress"]).progress is False
 

@@ -51,7 +51,8 @@ def define_flags(fv=None) -> None:
            "(train-v1.1.json, dev-v1.1.json / -v2.0) or CoNLL directory (train.txt, dev.txt). GLUE only: leave "
            "empty to read tfds glue/<task>.", flag_values=fv)
     string("output_dir", None, "Where results.json and per-seed outputs go.", flag_values=fv)
-    string("config", None, "Model config JSON (default: <init>/config.json).", flag_values=fv)
+    string("config", None, "Model config: a name (tiny, small, ...; python -m electra_tf --help lists them) or a "
+           "JSON file (default: <init>/config.json).", flag_values=fv)
     string("vocab_file", None, "WordPiece vocabulary (default: <init>/vocab.txt).", flag_values=fv)
     flags.DEFINE_list("seed", ["1"], "Comma-separated seeds, one model each; the median over the seeds is "
                       "reported.", flag_values=fv)
