@@ -101,7 +101,8 @@ MUTANTS: List[Mutant] = [
     Mutant("disallow_correct ignored", "electra_tf/objectives/sampling.py",
            "    if disallow_ids is not None:  # -1000", "    if False:  # -1000", False),
     Mutant("sampling stream = masking stream", "electra_tf/objectives/base.py",
-           "SEED_MASKING, SEED_SAMPLING = 1, 4", "SEED_MASKING, SEED_SAMPLING = 1, 2", False),
+           "SEED_MASKING, SEED_SAMPLING = 1, 4", "SEED_MASKING, SEED_SAMPLING = 1, 2", False,
+           tests=["tests/pretrain/test_seed_streams.py"]),
     # --- labels, losses, lambda, normalisers
     Mutant("every sampled slot labelled replaced", "electra_tf/objectives/electra.py",
            "labels = losses.replaced_labels(disc_input_ids, input_ids, input_mask)",

@@ -244,3 +244,25 @@ def test_the_objectives_corrupt_the_chosen_positions_as_the_papers_say(objective
     assert abs(counts["random"] / total - want["random"] * 59 / 60) < 0.03, counts
     assert abs(counts["kept"] / total - (want["kept"] + want["random"] / 60)) < 0.03, counts
     assert abs(counts["mask"] / total - want["mask"]) < 0.03, counts
+
+
+def test_the_loss_normalisers_count_the_positions_actually_masked():
+    """A row with fewer candidates than its count (here [MASK]s already in the input, never
+    chosen) masks fewer positions; the masked-LM loss is divided by what was masked."""
+    model = _model("electra")
+    batch = pretrain_batch(rows=4, seed=7)
+    ids = batch["input_ids"].numpy()
+    ids[0, :] = 0
+    ids[0, :8] = [CLS, 9, MASK, MASK, MASK, MASK, MASK, SEP]  # 8 real tokens -> count 2, 1 candidate
+    batch = {"input_ids": tf.constant(ids), "input_mask": tf.constant((ids > 0).astype(np.int32)),
+             "segment_ids": batch["segment_ids"]}
+    out = pretrain_forward(model, batch, STEP)
+    used = out["masked_weights"].numpy() > 0
+    assert used[0].sum() == 1
+    mask = batch["input_mask"].numpy()
+    np.testing.assert_array_equal(_expected_counts(ids, mask, model.config), used.sum(1))
+    denominators = model.objective.denominators(batch["input_ids"], batch["input_mask"]).numpy()
+    np.testing.assert_array_equal(denominators, [used.sum(), mask.sum()])
+    logits, pos = out["mlm_logits"].numpy(), out["masked_positions"].numpy()
+    mlm = np.mean([cross_entropy(logits[b, p], ids[b, pos[b, p]]) for b, p in zip(*np.nonzero(used))])
+    assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
