@@ -266,3 +266,12 @@ def test_the_loss_normalisers_count_the_positions_actually_masked():
     logits, pos = out["mlm_logits"].numpy(), out["masked_positions"].numpy()
     mlm = np.mean([cross_entropy(logits[b, p], ids[b, pos[b, p]]) for b, p in zip(*np.nonzero(used))])
     assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
+
+
+def test_the_label_rule_is_zero_on_padding_whatever_the_ids():
+    from electra_tf.objectives import losses
+
+    disc_in = tf.constant([[2, 9, 8, 3, 7, 7]])
+    original = tf.constant([[2, 9, 5, 3, 0, 0]])
+    mask = tf.constant([[1, 1, 1, 1, 0, 0]])
+    np.testing.assert_array_equal(losses.replaced_labels(disc_in, original, mask).numpy(), [[0, 0, 1, 0, 0, 0]])
