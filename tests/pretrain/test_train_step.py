@@ -21,13 +21,13 @@ def _dense(grad, variable):
     return np.zeros(variable.shape, np.float32) if grad is None else tf.convert_to_tensor(grad).numpy()
 
 
-def _by_hand(model, batch, step):
+def _by_hand(model, batch, step, training=True):
     """{variable path: (d gen_weight*mlm, d disc_weight*disc)} at the step's seed (config seed, step)."""
     cfg = model.config
     rows = batch["input_ids"].shape[0]
     seed = tf.constant([cfg.seed, step], tf.int64)
     with tf.GradientTape(persistent=True) as tape:
-        out = model.forward(batch, seed, tf.range(rows, dtype=tf.int64), training=True)
+        out = model.forward(batch, seed, tf.range(rows, dtype=tf.int64), training=training)
         gen = cfg.gen_weight * out["mlm_loss"]
         disc = cfg.disc_weight * out["disc_loss"]
     variables = model.trainable_variables
@@ -95,3 +95,16 @@ def test_xla_and_plain_train_steps_agree():
         np.testing.assert_allclose(x, p, rtol=1e-4, atol=1e-5)
         moved = max(moved, float(np.abs(p - w0).max()))
     assert moved > 1e-3  # the steps did move the weights
+
+
+def test_the_step_trains_with_dropout():
+    """With dropout on, the step's update is not the dropout-free gradient's (training=True)."""
+    model = pretrain_model("electra", hidden_dropout_prob=0.3)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=LR))
+    batch = pretrain_batch(rows=6, seed=4)
+    before = {v.path: v.numpy() for v in model.trainable_variables}
+    without_dropout = _by_hand(model, batch, 0, training=False)
+    model.train_on_batch(batch)
+    gap = max(float(np.abs(v.numpy() - (before[v.path] - LR * sum(without_dropout[v.path]))).max())
+              for v in model.trainable_variables)
+    assert gap > 1e-4
