@@ -45,18 +45,7 @@ NOT_REPO_PATHS = {
 # Known stale references in pages another change owns, tolerated until it lands:
 # (page, kind, text) -> what is wrong. An entry that no longer occurs fails the test
 # (remove it from here once the page is fixed).
-PENDING = {
-    # docs/performance.md (issue 51 reworks scripts/benchmarks/benchmark_cpu_tasks.py and this page):
-    # the documented commands use flags the script no longer has.
-    ("docs/performance.md", "command",
-     "scripts/benchmarks/benchmark_cpu_tasks.py --models small,minilm --steps 2 --throughput_reviews 96 "
-     "--latency_reviews 16 --bucket_round_to 64 --json cpu_tasks.json"):
-        "--throughput_reviews, --latency_reviews, --bucket_round_to unknown to the script",
-    ("docs/performance.md", "command",
-     "scripts/benchmarks/benchmark_cpu_tasks.py --models small --ft_data sst2 --ft_seqs 128 --no_inference "
-     "--no_xla --bucket_seqs 0 --steps 2 --json cpu_tasks_sst2.json"):
-        "--ft_data, --no_inference, --no_xla, --bucket_seqs unknown to the script",
-}
+PENDING = {}
 
 
 def _rel(path: Path) -> str:
