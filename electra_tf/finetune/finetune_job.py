@@ -260,11 +260,13 @@ def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: Fi
     return lines
 
 
-def input_files(s: Settings, weights: Optional[str], config_path: str, vocab_path: str) -> Dict[str, Optional[str]]:
+def input_files(s: Settings, task: FinetuneTask, weights: Optional[str], config_path: str,
+                vocab_path: str) -> Dict[str, Optional[str]]:
     """The files a run reads, by the flag that names them (their content must not change under a
-    resumption)."""
+    resumption); under --data_dir only the files the task reads."""
     return {"--train_file": s.train_file, "--validation_file": s.validation_file, "--test_file": s.test_file,
-            "--data_dir": s.data_dir, "--init": weights, "--config": config_path, "--vocab_file": vocab_path}
+            **(task.data_files(s) if s.data_dir else {}), "--init": weights, "--config": config_path,
+            "--vocab_file": vocab_path}
 
 
 def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
@@ -330,7 +332,7 @@ def run_task(s: Settings) -> Dict:
     weights, config_path, vocab_path, cfg, tokenizer = resolve_init(s, task)
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
-    fixed, settings_path = _resumable_settings(s, fingerprints(input_files(s, weights, config_path, vocab_path)))
+    fixed, settings_path = _resumable_settings(s, fingerprints(input_files(s, task, weights, config_path, vocab_path)))
     with precision_policy(PRECISION_POLICIES[s.mixed_precision]):
         return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path, given)
 

@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.benchmarks.cpu_peers import cases, report  # noqa: E402
 from scripts.benchmarks.cpu_peers.timing import LoadProbe, Worker, load  # noqa: E402

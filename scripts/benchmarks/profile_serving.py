@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.benchmarks.cpu_peers.traffic import ROOT, read_imdb  # noqa: E402
 

@@ -90,3 +90,33 @@ def test_rerun_skips_unchanged_refuses_changed_and_overwrite_starts_over(tmp_pat
     # ...and the re-run without the flag now resumes that run (the flag is not a setting to match).
     code, stdout, _ = finetune_main(capsys, args)
     assert code == 0 and "seed 1: already done" in stdout
+
+
+def test_only_the_files_a_task_reads_under_data_dir_are_fingerprinted(tmp_path):
+    # A --data_dir may be a GLUE root or a busy folder: only the task's own files are hashed, so an
+    # unrelated file neither slows the check nor counts as a change; a folder without them is
+    # refused before anything is hashed.
+    import pytest
+
+    from electra_tf.data.fingerprints import changed_inputs, fingerprints
+    from electra_tf.finetune.readers.glue_data import GlueDataError
+    from electra_tf.finetune.settings import Settings
+    from electra_tf.finetune.tasks.task_registry import get_task
+
+    task_dir = tmp_path / "glue" / "SST-2"
+    task_dir.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (task_dir / f"{split}.tsv").write_text("sentence\tlabel\ngood\t1\n", encoding="utf-8")
+    (tmp_path / "glue" / "unrelated.bin").write_bytes(b"x" * 1000)
+    s = Settings(task="sst2", init="random", data_dir=str(tmp_path / "glue"), output_dir=str(tmp_path / "o"))
+    files = get_task("sst2").data_files(s)
+    assert files == {"--data_dir (train.tsv)": str(task_dir / "train.tsv"),
+                     "--data_dir (dev.tsv)": str(task_dir / "dev.tsv")}
+    before = fingerprints(files)
+    (tmp_path / "glue" / "unrelated.bin").write_bytes(b"y")
+    assert changed_inputs(before, fingerprints(get_task("sst2").data_files(s))) == []
+    (task_dir / "dev.tsv").write_text("sentence\tlabel\nbad\t0\n", encoding="utf-8")
+    assert changed_inputs(before, fingerprints(get_task("sst2").data_files(s))) == ["--data_dir (dev.tsv)"]
+    with pytest.raises(GlueDataError, match="pass the GLUE task directory as --data_dir"):
+        get_task("sst2").data_files(Settings(task="sst2", init="random", data_dir=str(tmp_path / "o"),
+                                             output_dir=str(tmp_path / "o")))

@@ -115,6 +115,16 @@ class FinetuneTask(abc.ABC):
         return dict(self.size_defaults(model_size, pooling), max_seq_length=self.reference_max_seq_length,
                     layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs)
 
+    def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
+        """The files under --data_dir this task reads, by a name for messages; their content
+        fingerprints guard a resumption. Only those files are read: a --data_dir such as /tmp
+        must not be hashed whole. A folder that lacks them raises the task's one-line error.
+
+        Args:
+          s: resolved settings.
+        """
+        return {"--data_dir": s.data_dir}
+
     @abc.abstractmethod
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         """Reads and encodes the train and dev data (bad files raise one line).

@@ -8,7 +8,7 @@ so `python -m electra_tf.export --kind classifier` serves it as trained.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -40,6 +40,13 @@ class GlueFinetuneTask(FinetuneTask):
         self.spec = spec
         self.reference_epochs = spec.epochs
         self.cpu_epochs = max(10.0, spec.epochs)  # a CPU-sized encoder learns a GLUE task from few rows slowly
+
+    def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
+        if not s.data_dir:
+            return {}  # tfds: its own versioned files
+        folder = glue_data.task_dir(self.spec, s.data_dir)
+        return {f"--data_dir ({split}.tsv)": os.path.join(folder, split + ".tsv")
+                for split in ("train",) + tuple(self.spec.dev_splits)}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         spec = self.spec

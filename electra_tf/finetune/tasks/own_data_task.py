@@ -109,6 +109,10 @@ class OwnDataFinetuneTask(FinetuneTask):
     def __init__(self, name: str = TASK_NAME):
         super().__init__(name)
 
+    def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
+        check_own_data_settings(s)  # --data_dir is refused here: the files come by their own flags
+        return {}
+
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         check_own_data_settings(s)
         columns = Columns(s.text_column, s.text_pair_column, s.label_column or "label")

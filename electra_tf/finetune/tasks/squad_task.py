@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 
@@ -55,6 +55,11 @@ class SquadFinetuneTask(FinetuneTask):
     def __init__(self, name: str, version_2: bool):
         super().__init__(name)
         self.version_2 = version_2
+
+    def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
+        suffix = "v2.0" if self.version_2 else "v1.1"
+        return {f"--data_dir ({split}-{suffix}.json)": os.path.join(s.data_dir or "", f"{split}-{suffix}.json")
+                for split in ("train", "dev")}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         suffix = "v2.0" if self.version_2 else "v1.1"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -55,6 +55,11 @@ class TaggingFinetuneTask(FinetuneTask):
     """
 
     reference_max_seq_length = 256  # the reference's "chunk"
+
+    def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
+        train_path, dev_path = conll_files(s.data_dir)
+        return {f"--data_dir ({os.path.basename(train_path)})": train_path,
+                f"--data_dir ({os.path.basename(dev_path)})": dev_path}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         train_path, dev_path = conll_files(s.data_dir)
