@@ -288,7 +288,9 @@ def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
         # A run from before inputs were recorded cannot be checked; it resumes as it did then.
         altered = [] if recorded is None else changed_inputs(recorded, inputs)
         if altered:
-            named = ", ".join(f"{name} {(inputs.get(name) or recorded.get(name))['path']}" for name in altered)
+            # A file inside --data_dir is recorded as "--data_dir:<name>" and named "--data_dir file <path>".
+            named = ", ".join(f"{name.split(':')[0]}{' file' if ':' in name else ''} "
+                              f"{(inputs.get(name) or recorded.get(name))['path']}" for name in altered)
             raise FinetuneError(f"{named} changed since the run in --output_dir {s.output_dir} began (the content "
                                 f"differs from what {settings_path} records); pass a new --output_dir, or "
                                 f"--overwrite to start over there")

@@ -110,13 +110,13 @@ def test_only_the_files_a_task_reads_under_data_dir_are_fingerprinted(tmp_path):
     (tmp_path / "glue" / "unrelated.bin").write_bytes(b"x" * 1000)
     s = Settings(task="sst2", init="random", data_dir=str(tmp_path / "glue"), output_dir=str(tmp_path / "o"))
     files = get_task("sst2").data_files(s)
-    assert files == {"--data_dir (train.tsv)": str(task_dir / "train.tsv"),
-                     "--data_dir (dev.tsv)": str(task_dir / "dev.tsv")}
+    assert files == {"--data_dir:train.tsv": str(task_dir / "train.tsv"),
+                     "--data_dir:dev.tsv": str(task_dir / "dev.tsv")}
     before = fingerprints(files)
     (tmp_path / "glue" / "unrelated.bin").write_bytes(b"y")
     assert changed_inputs(before, fingerprints(get_task("sst2").data_files(s))) == []
     (task_dir / "dev.tsv").write_text("sentence\tlabel\nbad\t0\n", encoding="utf-8")
-    assert changed_inputs(before, fingerprints(get_task("sst2").data_files(s))) == ["--data_dir (dev.tsv)"]
+    assert changed_inputs(before, fingerprints(get_task("sst2").data_files(s))) == ["--data_dir:dev.tsv"]
     with pytest.raises(GlueDataError, match="pass the GLUE task directory as --data_dir"):
         get_task("sst2").data_files(Settings(task="sst2", init="random", data_dir=str(tmp_path / "o"),
                                              output_dir=str(tmp_path / "o")))

@@ -569,7 +569,7 @@ def _(c):
 
 
 @entry("finetune-input-changed", F, "a re-run after the --data_dir files changed (rows added or dropped)",
-       "error: --data_dir <dir> changed since the run in --output_dir <dir> began (the content differs from what "
+       "error: --data_dir file <file> changed since the run in --output_dir <dir> began (the content differs from what "
        "<settings.json> records); pass a new --output_dir, or --overwrite to start over there", 2)
 def _(c):
     data = c.tmp / "SST-2"

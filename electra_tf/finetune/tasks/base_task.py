@@ -116,7 +116,7 @@ class FinetuneTask(abc.ABC):
                     layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs)
 
     def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
-        """The files under --data_dir this task reads, by a name for messages; their content
+        """The files under --data_dir this task reads ("--data_dir:<file name>" -> path); their content
         fingerprints guard a resumption. Only those files are read: a --data_dir such as /tmp
         must not be hashed whole. A folder that lacks them raises the task's one-line error.
 

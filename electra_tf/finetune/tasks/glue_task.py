@@ -45,7 +45,7 @@ class GlueFinetuneTask(FinetuneTask):
         if not s.data_dir:
             return {}  # tfds: its own versioned files
         folder = glue_data.task_dir(self.spec, s.data_dir)
-        return {f"--data_dir ({split}.tsv)": os.path.join(folder, split + ".tsv")
+        return {f"--data_dir:{split}.tsv": os.path.join(folder, split + ".tsv")
                 for split in ("train",) + tuple(self.spec.dev_splits)}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:

@@ -58,7 +58,7 @@ class SquadFinetuneTask(FinetuneTask):
 
     def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
         suffix = "v2.0" if self.version_2 else "v1.1"
-        return {f"--data_dir ({split}-{suffix}.json)": os.path.join(s.data_dir or "", f"{split}-{suffix}.json")
+        return {f"--data_dir:{split}-{suffix}.json": os.path.join(s.data_dir or "", f"{split}-{suffix}.json")
                 for split in ("train", "dev")}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:

@@ -58,8 +58,8 @@ class TaggingFinetuneTask(FinetuneTask):
 
     def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
         train_path, dev_path = conll_files(s.data_dir)
-        return {f"--data_dir ({os.path.basename(train_path)})": train_path,
-                f"--data_dir ({os.path.basename(dev_path)})": dev_path}
+        return {f"--data_dir:{os.path.basename(train_path)}": train_path,
+                f"--data_dir:{os.path.basename(dev_path)}": dev_path}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
         train_path, dev_path = conll_files(s.data_dir)

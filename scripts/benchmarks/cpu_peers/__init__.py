@@ -13,5 +13,5 @@ What is compared lives in one module per side:
 
 How it is measured: `traffic` (which texts, widths, fresh texts every round), `timing` (worker
 processes, interleaved rounds, CPU time / wall, load), `report` (tables, ratios against the best
-peer of each row, the bars of issue 51).
+peer of each row, each read against its level in `report.BARS`).
 """

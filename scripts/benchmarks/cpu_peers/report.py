@@ -1,5 +1,7 @@
 """Markdown tables from the unit results: each of our rows against the best peer of its row, the
-spread over rounds, CPU / wall, the load, and the bars of issue 51.
+spread over rounds, CPU / wall, the load, and each ratio read against its level in `BARS`
+(fine-tuning >= 1.0x the best PyTorch; batch 32 >= 0.8x ONNX Runtime fp32 and >= 1.0x the best
+PyTorch; batch-1 p50 <= 1.3x and p99 <= 2x the best peer; a cold call <= 5x our own p50).
 
 Best peer: fine-tuning, the faster of PyTorch eager and `torch.compile`; serving in fp32, the
 best of PyTorch eager, `torch.compile` and ONNX Runtime fp32 (batch 32 is also quoted against
