@@ -62,12 +62,9 @@ class SquadFinetuneTask(FinetuneTask):
                 for split in ("train", "dev")}
 
     def prepare_data(self, s: Settings, tokenizer) -> TaskData:
-        suffix = "v2.0" if self.version_2 else "v1.1"
-        d = s.data_dir or ""
-        train_ex, _ = squad_data.read_squad(os.path.join(d, f"train-{suffix}.json"), self.version_2,
-                                            s.max_train_examples)
-        dev_ex, dev_raw = squad_data.read_squad(os.path.join(d, f"dev-{suffix}.json"), self.version_2,
-                                                s.max_eval_examples, is_training=False)
+        train_path, dev_path = self.data_files(s).values()  # the files the resumption check hashed
+        train_ex, _ = squad_data.read_squad(train_path, self.version_2, s.max_train_examples)
+        dev_ex, dev_raw = squad_data.read_squad(dev_path, self.version_2, s.max_eval_examples, is_training=False)
         kw = dict(max_seq_length=s.max_seq_length, doc_stride=s.doc_stride, max_query_length=s.max_query_length)
         train_feats = squad_data.featurize(tokenizer, train_ex, is_training=True, **kw)
         dev_feats = squad_data.featurize(tokenizer, dev_ex, is_training=False, **kw)
