@@ -49,6 +49,9 @@ def define_flags(fv=None) -> None:
     flags.DEFINE_enum("precision", "none", ["none", "bf16"], "bf16: the encoder runs in bfloat16 (about 1.6-1.8x "
                       "the reviews/s on a CPU with AVX512_BF16; labels agreed on real reviews, probabilities "
                       "move by up to ~0.2 in logits; docs/performance.md).", flag_values=fv)
+    flags.DEFINE_bool("jit_compile", False, "Run the encoder XLA-compiled, per padded batch x width: 15-30% faster "
+                      "on a CPU once each shape is compiled (about 2 s each for ELECTRA-Small on first use); TF "
+                      "Serving needs --xla_cpu_compilation_enabled=true for it (docs/serving.md).", flag_values=fv)
 
 
 def run(values) -> int:
@@ -62,14 +65,15 @@ def run(values) -> int:
         return report_error(f"{output} exists and is not empty; pass --overwrite or a new version directory")
     try:
         module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head,
-                              values.precision)
+                              values.precision, values.jit_compile)
     except (ExportError, ModelDirError, ConfigError, VocabError, ValueError) as e:
         return report_error(str(e))
     if os.path.exists(output):
         shutil.rmtree(output)
     module.save(output)
     print(json.dumps({"output": output, "kind": values.kind, "max_seq_length": module.max_seq_length,
-                      "inputs": ["text_a", "text_b"] if module.pair else ["text"]}))
+                      "inputs": ["text_a", "text_b"] if module.pair else ["text"],
+                      "jit_compile": module.jit_compile}))
     return 0
 
 

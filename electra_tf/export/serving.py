@@ -15,6 +15,14 @@ primitives, the XLA-compiled loops of the fused encoder) are built for those few
 widths and reused. The extra columns are padding, masked out of attention; the
 per-token outputs are cut back to the batch's longest row, so the outputs do not
 change (tests/export/test_width_buckets.py).
+
+`jit_compile=True` (opt-in, `export --jit_compile`) runs the encoder and head as
+one XLA-compiled function, with the batch also padded, to a power of two up to 32
+and to a multiple of 32 beyond, so that the compiled shapes stay few. On a 2-core
+CPU this serves 15-30% faster once a shape is compiled, but each new batch x
+width compiles once (about 2 s for ELECTRA-Small), and TF Serving runs XLA on a
+CPU only with `--xla_cpu_compilation_enabled=true`; hence not the default
+(docs/serving.md, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -28,13 +36,16 @@ import tensorflow as tf
 from electra_tf.models import fused_ops
 from electra_tf.preprocessing import TextPreprocessor, pair_lengths
 
-__all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "WIDTH_MULTIPLE", "pair_lengths", "padded_width"]
+__all__ = ["CLASSIFIER", "DISCRIMINATOR", "ServingModule", "WIDTH_MULTIPLE", "BATCH_MULTIPLE", "padded_batch",
+           "pair_lengths", "padded_width"]
 
 DISCRIMINATOR, CLASSIFIER = "discriminator", "classifier"
 # A classifier SavedModel's label names and columns, beside the graph (see `save`).
 ASSETS_EXTRA, CLASSIFIER_METADATA = "assets.extra", "classifier.json"
 # Served batches are padded to their longest row rounded up to a multiple of this.
 WIDTH_MULTIPLE = 16
+# Under jit_compile, batches are padded to a power of two up to this, and to a multiple of it beyond.
+BATCH_MULTIPLE = 32
 
 
 def padded_width(width, multiple: int, limit: int):
@@ -47,6 +58,22 @@ def padded_width(width, multiple: int, limit: int):
     if isinstance(width, int):
         return max(width, min(rounded, limit))
     return tf.maximum(width, tf.minimum(rounded, limit))
+
+
+def padded_batch(rows, multiple: int = BATCH_MULTIPLE):
+    """`rows` rounded up to a power of two up to `multiple` (a power of two), and to a multiple of
+    `multiple` beyond: the batch sizes an XLA-compiled server meets are then log2(multiple) + 1 up
+    to `multiple`, whatever the traffic.
+
+    Works on Python ints and on int32 scalar tensors (rows >= 1)."""
+    if isinstance(rows, int):
+        if rows > multiple:
+            return -(-rows // multiple) * multiple
+        return 1 << max(0, rows - 1).bit_length()
+    smear = rows - 1  # the next power of two: set every bit below the highest, add one
+    for shift in (1, 2, 4, 8, 16):
+        smear = tf.bitwise.bitwise_or(smear, tf.bitwise.right_shift(smear, shift))
+    return tf.where(rows > multiple, (rows + multiple - 1) // multiple * multiple, smear + 1)
 
 
 class ServingModule(tf.Module):
@@ -73,12 +100,15 @@ class ServingModule(tf.Module):
         training does. Off (the default), they are plain TensorFlow ops that
         oneDNN fuses with the matmuls: no XLA compile at request time for each
         new batch x width a server meets (docs/performance.md).
+      jit_compile: run the encoder and head as one XLA-compiled function on
+        batches padded by `padded_batch` (see the module docstring). Outputs
+        equal the default's to float32 round-off.
     """
 
     def __init__(self, kind: str, encoder, head, vocab: Sequence[str], max_seq_length: int,
                  do_lower_case: bool = True, labels: Optional[List[str]] = None, pair: bool = False,
                  regression: bool = False, metadata: Optional[dict] = None,
-                 width_multiple: int = WIDTH_MULTIPLE, xla_loops: bool = False):
+                 width_multiple: int = WIDTH_MULTIPLE, xla_loops: bool = False, jit_compile: bool = False):
         super().__init__(name=f"electra_{kind}")
         if kind not in (DISCRIMINATOR, CLASSIFIER):
             raise ValueError(f"kind must be discriminator or classifier, not {kind!r}")
@@ -90,6 +120,7 @@ class ServingModule(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.width_multiple = max(1, int(width_multiple))
         self.xla_loops = bool(xla_loops)
+        self.jit_compile = bool(jit_compile)
         self.encoder = encoder
         self.head = head
         self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, do_lower_case=do_lower_case)
@@ -110,6 +141,8 @@ class ServingModule(tf.Module):
         else:
             self.serve = tf.function(self._serve_text, input_signature=[text])
         self.serve_encoded = tf.function(self._serve_encoded, input_signature=[ids, ids, ids])
+        # One function for both signatures, so that a shape compiled for one serves the other.
+        self._compiled_model = tf.function(self._padded_model, jit_compile=True) if self.jit_compile else None
 
     # ------------------------------------------------------------------ encoding
     def encode(self, text_a, text_b=None):
@@ -117,24 +150,33 @@ class ServingModule(tf.Module):
         return self.preprocessor(text_a, text_b)
 
     # ------------------------------------------------------------------ model
-    def _model_outputs(self, input_ids, input_mask, segment_ids, limit=None):
-        """The model on [B, T] inputs padded to `padded_width(T, width_multiple, limit)`; per-token
-        outputs come back [B, T]."""
-        width = tf.shape(input_ids)[1]
-        target = padded_width(width, self.width_multiple,
-                              self.max_seq_length if limit is None else limit)
-        padding = [[0, 0], [0, target - width]]
-        inputs = {"input_ids": tf.pad(input_ids, padding), "input_mask": tf.pad(input_mask, padding),
-                  "segment_ids": tf.pad(segment_ids, padding)}
-        with fused_ops.xla_loops(self.xla_loops):  # read while the serving functions are traced
+    def _padded_model(self, inputs):
+        """Encoder + head on padded inputs: [B, T] replaced logits, or [B, C] classifier logits."""
+        with fused_ops.xla_loops(self.xla_loops and not self.jit_compile):  # read while tracing
             hidden = self.encoder(inputs, training=False)
         if self.kind == DISCRIMINATOR:
-            logits = tf.cast(self.head(hidden), tf.float32)[:, :width]
+            return tf.cast(self.head(hidden), tf.float32)
+        # The mask: a head with pooling="mean" averages over the real tokens only.
+        return tf.cast(self.head(hidden, input_mask=inputs["input_mask"], training=False), tf.float32)
+
+    def _model_outputs(self, input_ids, input_mask, segment_ids, limit=None):
+        """The model on [B, T] inputs padded to `padded_width(T, width_multiple, limit)` (and the
+        batch to `padded_batch(B)` under jit_compile); outputs come back [B] / [B, T]."""
+        shape = tf.shape(input_ids)
+        rows, width = shape[0], shape[1]
+        target = padded_width(width, self.width_multiple,
+                              self.max_seq_length if limit is None else limit)
+        extra_rows = padded_batch(rows) - rows if self.jit_compile else 0
+        padding = [[0, extra_rows], [0, target - width]]
+        inputs = {"input_ids": tf.pad(input_ids, padding), "input_mask": tf.pad(input_mask, padding),
+                  "segment_ids": tf.pad(segment_ids, padding)}
+        model = self._compiled_model if self.jit_compile else self._padded_model
+        logits = model(inputs)[:rows]
+        if self.kind == DISCRIMINATOR:
+            logits = logits[:, :width]
             mask = tf.cast(input_mask, tf.float32)
             probs = tf.sigmoid(logits) * mask
             return {"replaced_logits": logits * mask, "replaced_probs": probs}
-        # The mask: a head with pooling="mean" averages over the real tokens only.
-        logits = tf.cast(self.head(hidden, input_mask=inputs["input_mask"], training=False), tf.float32)
         if self.regression:
             return {"score": tf.squeeze(logits, -1)}
         probs = tf.nn.softmax(logits, -1)

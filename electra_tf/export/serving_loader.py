@@ -65,7 +65,8 @@ def _vocab(model_dir):
 
 
 def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
-                         allow_untrained_head: bool = False, precision: Optional[str] = None) -> ServingModule:
+                         allow_untrained_head: bool = False, precision: Optional[str] = None,
+                         jit_compile: bool = False) -> ServingModule:
     absent = absent_parts(model_dir)
     if "discriminator_head" in absent and not allow_untrained_head:
         raise ExportError(f"{model_dir} was converted from a checkpoint without the discriminator head "
@@ -76,7 +77,8 @@ def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
     seq = max_seq_length or config.max_seq_length
     if seq > config.max_position_embeddings:
         raise ExportError(f"max_seq_length {seq} exceeds max_position_embeddings {config.max_position_embeddings}")
-    return ServingModule(DISCRIMINATOR, encoder, head, _vocab(model_dir), seq, config.do_lower_case)
+    return ServingModule(DISCRIMINATOR, encoder, head, _vocab(model_dir), seq, config.do_lower_case,
+                         jit_compile=jit_compile)
 
 
 def load_classifier(model_dir: str):
@@ -103,25 +105,27 @@ def load_classifier(model_dir: str):
 
 
 def classifier_module(model_dir: str, max_seq_length: Optional[int] = None,
-                      precision: Optional[str] = None) -> ServingModule:
-    """The serving graph of a fine-tuning seed directory; `precision` "bf16" is opt-in (see above)."""
+                      precision: Optional[str] = None, jit_compile: bool = False) -> ServingModule:
+    """The serving graph of a fine-tuning seed directory; `precision` "bf16" and `jit_compile`
+    (`ServingModule`) are opt-in."""
     with serving_precision(precision):
         model, config, meta = load_classifier(model_dir)
     seq = max_seq_length or meta["max_seq_length"]
     return ServingModule(CLASSIFIER, model.encoder, model.head, _vocab(model_dir), seq,
                          meta.get("do_lower_case", config.do_lower_case), labels=meta["labels"],
-                         pair=meta["pair"], regression=meta["regression"], metadata=meta)
+                         pair=meta["pair"], regression=meta["regression"], metadata=meta, jit_compile=jit_compile)
 
 
 def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None,
-                 allow_untrained_head: bool = False, precision: Optional[str] = None) -> ServingModule:
+                 allow_untrained_head: bool = False, precision: Optional[str] = None,
+                 jit_compile: bool = False) -> ServingModule:
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
                           f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
     # A pre-training run directory: its model is in <run>/pretrained/.
     model_dir = resolve_model_dir(model_dir, "--model_dir", lambda line: print(line, file=sys.stderr, flush=True))
     if kind == DISCRIMINATOR:
-        return discriminator_module(model_dir, max_seq_length, allow_untrained_head, precision)
+        return discriminator_module(model_dir, max_seq_length, allow_untrained_head, precision, jit_compile)
     if kind == CLASSIFIER:
-        return classifier_module(model_dir, max_seq_length, precision)
+        return classifier_module(model_dir, max_seq_length, precision, jit_compile)
     raise ExportError(f"--kind must be discriminator or classifier, not {kind!r}")

@@ -1,13 +1,15 @@
 """Served batches run at a few padded widths (longest row rounded up to 16), with the outputs of
 padding to the longest row only: classifier logits and labels, discriminator per-token outputs
-(cut back to the longest row), and the `encoded` signature."""
+(cut back to the longest row), and the `encoded` signature. The XLA-compiled opt-in
+(`jit_compile`, batches padded too) gives the same outputs, also after a SavedModel round trip."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, WIDTH_MULTIPLE, ServingModule, padded_width
+from electra_tf.export.serving import (CLASSIFIER, DISCRIMINATOR, WIDTH_MULTIPLE, ServingModule, padded_batch,
+                                      padded_width)
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.heads import DiscriminatorHead
@@ -120,3 +122,46 @@ def test_xla_loops_and_plain_inference_agree(classifiers):
                         xla_loops=True)
     a, b = bucketed.serve(tf.constant(TEXTS)), xla.serve(tf.constant(TEXTS))
     np.testing.assert_allclose(b["logits"].numpy(), a["logits"].numpy(), atol=2e-5, rtol=1e-5)
+
+
+def test_padded_batch():
+    expected = {1: 1, 2: 2, 3: 4, 5: 8, 8: 8, 9: 16, 17: 32, 32: 32, 33: 64, 64: 64, 65: 96, 100: 128}
+    assert {n: padded_batch(n) for n in expected} == expected
+    assert [int(padded_batch(tf.constant(n))) for n in expected] == list(expected.values())
+
+
+def _jit_twin(module):
+    return ServingModule(module.kind, module.encoder, module.head, VOCAB, SEQ, labels=module.labels,
+                         jit_compile=True)
+
+
+def test_jit_compile_opt_in_agrees_with_default(classifiers, discriminators):
+    _, bucketed = classifiers
+    jit = _jit_twin(bucketed)
+    assert _xla_calls(jit.serve.get_concrete_function())  # the encoder really is compiled
+    for batch in (TEXTS, TEXTS[:3], [TEXTS[8]]):  # 9 rows run as 16, 3 as 4, 1 as 1
+        a, b = bucketed.serve(tf.constant(batch)), jit.serve(tf.constant(batch))
+        assert b["logits"].shape == (len(batch), 2)
+        np.testing.assert_allclose(b["logits"].numpy(), a["logits"].numpy(), atol=2e-5, rtol=1e-5)
+        np.testing.assert_array_equal(b["label"].numpy(), a["label"].numpy())
+    _, disc = discriminators
+    jit_disc = _jit_twin(disc)
+    for batch in (TEXTS[:5], [TEXTS[6]]):
+        a, b = disc.serve(tf.constant(batch)), jit_disc.serve(tf.constant(batch))
+        assert b["replaced_probs"].shape == a["replaced_probs"].shape
+        np.testing.assert_allclose(b["replaced_probs"].numpy(), a["replaced_probs"].numpy(), atol=2e-5)
+    ids = tf.constant([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0], [2, 9, 9, 3, 0]])
+    mask = tf.cast(ids > 0, tf.int32)
+    a = disc.serve_encoded(ids, mask, tf.zeros_like(ids))
+    b = jit_disc.serve_encoded(ids, mask, tf.zeros_like(ids))
+    np.testing.assert_allclose(b["replaced_probs"].numpy(), a["replaced_probs"].numpy(), atol=2e-5)
+
+
+def test_jit_compile_saved_model_round_trip(classifiers, tmp_path):
+    _, bucketed = classifiers
+    path = _jit_twin(bucketed).save(str(tmp_path / "jit"))
+    loaded = tf.saved_model.load(path).signatures["serving_default"]
+    assert _xla_calls(loaded)  # the compile mark survives saving
+    for batch in (TEXTS[:6], [TEXTS[2]]):
+        a, b = bucketed.serve(tf.constant(batch)), loaded(text=tf.constant(batch))
+        np.testing.assert_allclose(b["logits"].numpy(), a["logits"].numpy(), atol=2e-5, rtol=1e-5)
