@@ -10,7 +10,7 @@ cut to its longest row rounded up to 16 (our `finetune` default), 2 threads:
 
 Serving, raw strings to labels, tokenizer included on every side, widths rounded up to 16 on
 every side, no side sorts:
-  fp32: our SavedModel, PyTorch eager, PyTorch `torch.compile(dynamic=True)`, ONNX Runtime with
+  fp32: our SavedModel (default, and exported with `--jit_compile`), PyTorch eager, PyTorch `torch.compile(dynamic=True)`, ONNX Runtime with
   fused Attention (checked); reduced precision: our bf16 opt-in against ONNX Runtime int8.
   Texts/s at batch 32 and batch-1 latency (p50 / p99 / p99.9 over every call, >= 1,000 per side
   and data set), on IMDB reviews and on SST-2 sentences, fresh texts every
@@ -30,6 +30,7 @@ from scripts.benchmarks.cpu_peers.traffic import FT_ROWS, TextStream, read_imdb,
 FT_SIDES = [("ours", "default", "ours"), ("ours", "xla", "ours, XLA"),
             ("torch", "eager", "PyTorch eager, fused AdamW"), ("torch", "compile", "PyTorch compile, fused AdamW")]
 SERVE_SIDES = [("ours", "saved_model", "ours, SavedModel", "fp32"),
+               ("ours", "xla", "ours, XLA (opt-in)", "fp32"),
                ("torch", "eager", "PyTorch eager", "fp32"),
                ("torch", "compile", "PyTorch compile", "fp32"),
                ("ort", "fp32", "ONNX Runtime fp32, fused Attention", "fp32"),

@@ -7,7 +7,8 @@ the peers with `convert --to hf`, and one classification head (weights drawn onc
 side. Fine-tuning step: `ClassifierModel` + fine-tuning's optimizer (`make_optimizer`: the fused
 `ElectraAdamW`, layer-wise rates, clipping 1.0), compiled as the fine-tuning job compiles it,
 `train_on_batch` with the loss read back, optionally XLA. Serving: the exported SavedModel loaded
-with `tf.saved_model.load` (in-graph tokenizer, as TF Serving runs it), and the bf16 opt-in
+with `tf.saved_model.load` (in-graph tokenizer, as TF Serving runs it), the same exported with
+`--jit_compile` (XLA, opt-in), and the bf16 opt-in
 (`classifier_module(seed_dir, precision="bf16")`).
 """
 
@@ -90,13 +91,14 @@ class Ours:
         return {"model_dir": str(mdir), "hf_dir": str(hf / "discriminator"), "seed_dir": str(seed_dir),
                 "head": str(head_path), "vocab": str(mdir / "vocab.txt"), "layers": int(config.num_hidden_layers)}
 
-    def saved_model(self, name, seed_dir, seq):
-        """Our classifier SavedModel at max_seq_length `seq` (what `export --kind classifier` writes)."""
+    def saved_model(self, name, seed_dir, seq, jit_compile=False):
+        """Our classifier SavedModel at max_seq_length `seq` (what `export --kind classifier` writes;
+        `jit_compile`: with `--jit_compile`)."""
         from electra_tf.export import export
 
-        path = self.work / f"{name}_saved_model_{seq}"
+        path = self.work / f"{name}_saved_model_{seq}{'_jit' if jit_compile else ''}"
         if not (path / "saved_model.pb").exists():
-            export(seed_dir, str(path), kind="classifier", max_seq_length=seq)
+            export(seed_dir, str(path), kind="classifier", max_seq_length=seq, jit_compile=jit_compile)
         return str(path)
 
     def lengths(self, vocab, texts, seq):
@@ -172,10 +174,12 @@ class Ours:
 
     def _prepare_serve(self, case):
         tf = self.tf
-        if case["variant"] == "saved_model":
+        if case["variant"] in ("saved_model", "xla"):
             import tensorflow_text  # noqa: F401  (the tokenizer's ops)
 
-            fn = tf.saved_model.load(case["saved_model"]).signatures["serving_default"]
+            path = case["saved_model"] if case["variant"] == "saved_model" else self.saved_model(
+                case["model"], case["seed_dir"], case["seq"], jit_compile=True)
+            fn = tf.saved_model.load(path).signatures["serving_default"]
 
             def outputs(texts):
                 return fn(text=tf.constant(texts))

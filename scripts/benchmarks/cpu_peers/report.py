@@ -75,7 +75,7 @@ def serving_tables(units):
             int8 = next((v for k, v in tps.items() if k.startswith("ONNX Runtime int8")), float("nan"))
             for r in rows:
                 s, m = r["side"], tps[r["side"]]
-                if s == "ours, SavedModel":
+                if s.startswith("ours") and not _reduced(s):
                     vs_t, vs_o = _fmt_ratio(m / best_torch, BARS["batch32_torch"]), _fmt_ratio(m / ort, BARS["batch32_ort"])
                 else:
                     vs_t, vs_o = f"{m / best_torch:.2f}x", f"{m / ort:.2f}x"
