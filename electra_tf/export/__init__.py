@@ -2,14 +2,21 @@
 
 from electra_tf.export.serving_loader import ExportError, build_module, load_classifier
 from electra_tf.export.serving import ServingModule, pair_lengths
+from electra_tf.export.warmup import DEFAULT_BATCH_SIZES, warmup_requests, write_warmup_requests
 
 __all__ = ["ExportError", "ServingModule", "build_module", "load_classifier",
            "pair_lengths", "export"]
 
 
 def export(model_dir, output, kind="discriminator", max_seq_length=None, allow_untrained_head=False,
-           jit_compile=False):
-    """Writes a SavedModel of `model_dir` to `output`; returns `output`. `jit_compile`: the opt-in
-    XLA-compiled encoder (`ServingModule`)."""
-    return build_module(model_dir, kind, max_seq_length, allow_untrained_head,
-                        jit_compile=jit_compile).save(output)
+           jit_compile=False, warmup_batch_sizes=DEFAULT_BATCH_SIZES):
+    """Writes a SavedModel of `model_dir` to `output`; returns `output`.
+
+    `jit_compile`: the opt-in XLA-compiled encoder (`ServingModule`), with TF Serving warm-up requests
+    for `warmup_batch_sizes` (none when empty; `electra_tf.export.warmup`)."""
+    module = build_module(model_dir, kind, max_seq_length, allow_untrained_head, jit_compile=jit_compile)
+    records = warmup_requests(module, warmup_batch_sizes) if jit_compile and warmup_batch_sizes else None
+    module.save(output)
+    if records:
+        write_warmup_requests(records, output)
+    return output

@@ -28,6 +28,7 @@ from electra_tf.cli import parse_flags, report_error, require_flags, run_absl
 from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.export import ExportError, build_module
+from electra_tf.export.warmup import DEFAULT_BATCH_SIZES, WarmupError, warmup_requests, write_warmup_requests
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import output_dir_problem
 
@@ -52,6 +53,12 @@ def define_flags(fv=None) -> None:
     flags.DEFINE_bool("jit_compile", False, "Run the encoder XLA-compiled, per padded batch x width: 15-30% faster "
                       "on a CPU once each shape is compiled (about 2 s each for ELECTRA-Small on first use); TF "
                       "Serving needs --xla_cpu_compilation_enabled=true for it (docs/serving.md).", flag_values=fv)
+    flags.DEFINE_bool("warmup", True, "With --jit_compile: write assets.extra/tf_serving_warmup_requests, one "
+                      "request per padded batch x width, so that TF Serving compiles every shape at load "
+                      "(needs tensorflow-serving-api: pip install \"electra_tf[serving]\").", flag_values=fv)
+    flags.DEFINE_list("warmup_batch_sizes", [str(b) for b in DEFAULT_BATCH_SIZES], "With --jit_compile: the batch "
+                      "sizes the warm-up requests cover (rounded up to a power of two up to 32, multiples of 32 "
+                      "beyond, as the server pads them).", flag_values=fv)
 
 
 def run(values) -> int:
@@ -66,15 +73,31 @@ def run(values) -> int:
     try:
         module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head,
                               values.precision, values.jit_compile)
-    except (ExportError, ModelDirError, ConfigError, VocabError, ValueError) as e:
+        records = None
+        if values.jit_compile and values.warmup:
+            sizes = _batch_sizes(values.warmup_batch_sizes)
+            records = warmup_requests(module, sizes)
+    except (ExportError, ModelDirError, ConfigError, VocabError, WarmupError, ValueError) as e:
         return report_error(str(e))
     if os.path.exists(output):
         shutil.rmtree(output)
     module.save(output)
+    if records:
+        write_warmup_requests(records, output)
     print(json.dumps({"output": output, "kind": values.kind, "max_seq_length": module.max_seq_length,
                       "inputs": ["text_a", "text_b"] if module.pair else ["text"],
-                      "jit_compile": module.jit_compile}))
+                      "jit_compile": module.jit_compile, "warmup_requests": len(records or [])}))
     return 0
+
+
+def _batch_sizes(items):
+    try:
+        sizes = [int(x) for x in items]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise WarmupError(f"--warmup_batch_sizes {','.join(items)}: give positive integers, e.g. 1,2,4,8,16,32")
+    return sizes
 
 
 def main(argv=None) -> int:

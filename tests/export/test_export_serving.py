@@ -223,3 +223,41 @@ def test_cli_errors(tmp_path, model_dir, capsys):
     assert export_main(["--model_dir", model_dir[0], "--output_dir", str(tmp_path / "o"), "--kind",
                         "classifier"]) == 2
     assert "classifier.json" in capsys.readouterr().err
+
+
+def test_jit_compile_export_writes_warmup_requests_for_every_shape(classifier_dir, tmp_path):
+    """`--jit_compile`: TF Serving warm-up requests cover every padded batch x width (max_seq_length 20:
+    widths 16 and 20; batch sizes 1 and 3 -> 1 and 4), each encodes to its shape, and the loaded
+    SavedModel runs them and still gives the model's probabilities."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from electra_tf.export.warmup import WARMUP_FILE, replay_warmup_requests
+
+    path, model = classifier_dir
+    out = str(tmp_path / "jit")
+    assert export_main(["--model_dir", path, "--output_dir", out, "--kind", "classifier", "--jit_compile",
+                        "--warmup_batch_sizes", "1,3"]) == 0
+    records = list(tf.data.TFRecordDataset(os.path.join(out, "assets.extra", WARMUP_FILE)).as_numpy_iterator())
+    module = build_module(path, "classifier")
+    shapes = []
+    for raw in records:
+        request = prediction_log_pb2.PredictionLog.FromString(raw).predict_log.request
+        assert request.model_spec.signature_name == "serving_default"
+        a, b = (tf.constant(tf.make_ndarray(request.inputs[k])) for k in ("text_a", "text_b"))
+        shapes.append(tuple(module.encode(a, b)["input_ids"].shape))
+    assert sorted(shapes) == [(1, 16), (1, 20), (4, 16), (4, 20)]
+    loaded = tf.saved_model.load(out)
+    assert replay_warmup_requests(out, loaded.signatures) == 4
+    a, b = ["The cat sat on the mat.", "the dog ran " * 50], ["A cat sat.", "the river"]
+    res = loaded.signatures["serving_default"](text_a=tf.constant(a), text_b=tf.constant(b))
+    want = module.serve(tf.constant(a), tf.constant(b))["probabilities"].numpy()
+    np.testing.assert_allclose(res["probabilities"].numpy(), want, atol=1e-5)
+
+
+def test_jit_compile_bad_warmup_batch_sizes(classifier_dir, tmp_path, capsys):
+    out = tmp_path / "jit"
+    assert export_main(["--model_dir", classifier_dir[0], "--output_dir", str(out), "--kind", "classifier",
+                        "--jit_compile", "--warmup_batch_sizes", "0,8"]) == 2
+    err = capsys.readouterr().err
+    assert "--warmup_batch_sizes 0,8" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()  # nothing half-written
