@@ -8,7 +8,10 @@ For each model, 2 threads (inter-op 1), IMDB dev reviews:
    `serve_encoded` on the same ids (tokenizer vs encoder + head);
 2. cold calls: the first batch-1 call at each padded width against the next call at that width
    (what a server pays the first time it meets a width);
-3. op types by self time over 64 batch-1 calls (TF profiler trace, summed over threads).
+3. op types by self time over 64 batch-1 calls (TF profiler trace, summed over threads);
+4. short texts: `serve_encoded` at batch 1 x width 16 and 128 with the weights as variables (as saved) and
+   frozen into constants (which lets oneDNN keep its reordered copy of each weight), and one
+   [M, 256] x [256, 1024] matmul at M = 16, 128 and 4096 (the matmul rate at the sizes batch-1 calls make).
 """
 
 from __future__ import annotations
@@ -126,6 +129,42 @@ def profile(path: Path, name: str, texts, seq: int) -> None:
           f"{1000 * total / 64:.1f} ms per call summed over threads; top op types:")
     for key, sec in totals.most_common(14):
         print(f"    {key:40s} {1000 * sec / 64:7.2f} ms/call  {sec / total:5.1%}")
+    short_texts(loaded)
+
+
+def _median_ms(fn, calls=100):
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(1000 * (time.perf_counter() - t))
+    return statistics.median(times)
+
+
+def short_texts(loaded) -> None:
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    encoded = loaded.signatures["encoded"]
+    frozen = convert_variables_to_constants_v2(encoded)
+    parts = []
+    for width in (16, 128):
+        ids = {"input_ids": tf.fill([1, width], 7), "input_mask": tf.ones([1, width], tf.int32),
+               "segment_ids": tf.zeros([1, width], tf.int32)}
+        as_saved = _median_ms(lambda: encoded(**ids))
+        as_constants = _median_ms(lambda: frozen(**ids))
+        parts.append(f"width {width}: {as_saved:.1f} ms as saved, {as_constants:.1f} ms with constant weights")
+    print("  serve_encoded, batch 1: " + "; ".join(parts))
+    weight = tf.random.normal([256, 1024])
+    rates = []
+    for rows in (16, 128, 4096):
+        x = tf.random.normal([rows, 256])
+        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(x, weight)))
+        ms = _median_ms(matmul)
+        rates.append(f"M={rows}: {ms:.2f} ms, {2 * rows * 256 * 1024 / ms / 1e6:.0f} GFLOP/s")
+    print("  one [M, 256] x [256, 1024] matmul (call included): " + "; ".join(rates))
 
 
 def main(argv=None) -> int:
