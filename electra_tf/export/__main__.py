@@ -50,8 +50,8 @@ def define_flags(fv=None) -> None:
     flags.DEFINE_enum("precision", "none", ["none", "bf16"], "bf16: the encoder runs in bfloat16 (about 1.6-1.8x "
                       "the reviews/s on a CPU with AVX512_BF16; labels agreed on real reviews, probabilities "
                       "move by up to ~0.2 in logits; docs/performance.md).", flag_values=fv)
-    flags.DEFINE_bool("jit_compile", False, "Run the encoder XLA-compiled, per padded batch x width: 15-30% faster "
-                      "on a CPU once each shape is compiled (about 2 s each for ELECTRA-Small on first use); TF "
+    flags.DEFINE_bool("jit_compile", False, "Run the encoder XLA-compiled, per padded batch x width: 1.1-1.3x the "
+                      "batch-32 throughput on a 2-core CPU once each shape is compiled (1.3-2.2 s each on first use); TF "
                       "Serving needs --xla_cpu_compilation_enabled=true for it (docs/serving.md).", flag_values=fv)
     flags.DEFINE_bool("warmup", True, "With --jit_compile: write assets.extra/tf_serving_warmup_requests, one "
                       "request per padded batch x width, so that TF Serving compiles every shape at load "

@@ -19,8 +19,8 @@ change (tests/export/test_width_buckets.py).
 `jit_compile=True` (opt-in, `export --jit_compile`) runs the encoder and head as
 one XLA-compiled function, with the batch also padded, to a power of two up to 32
 and to a multiple of 32 beyond, so that the compiled shapes stay few. On a 2-core
-CPU this serves 15-30% faster once a shape is compiled, but each new batch x
-width compiles once (about 2 s for ELECTRA-Small), and TF Serving runs XLA on a
+CPU this serves 1.1-1.3x the batch-32 throughput once a shape is compiled, but each new
+batch x width compiles once (1.3-2.2 s for ELECTRA-Small and MiniLM), and TF Serving runs XLA on a
 CPU only with `--xla_cpu_compilation_enabled=true`; hence not the default
 (docs/serving.md, docs/performance.md).
 """
