@@ -78,6 +78,17 @@ def define_flags(fv=None):
                         "python -m electra_tf.convert, e.g. a public BERT encoder, or an earlier run's pretrained/): "
                         "its discriminator, vocabulary and shape; parts it lacks (generator, replaced-token head) "
                         "start fresh. Build the shards with its vocab.txt.", flag_values=fv)
+    flags.DEFINE_float("train_minutes", None, "Train for this many wall-clock minutes (the first step's compile "
+                       "included) instead of a step count: the last step is sized from the speed measured after "
+                       "the first step, and the learning rate decays to 0 there; --train_steps stays the most it "
+                       "may reach. A resumed run keeps the step it decided.", flag_values=fv)
+    flags.DEFINE_string("snapshot_dir", None, "Every --snapshot_minutes and at the end, write a model directory of "
+                        "the weights so far (step_NNNNNNN/, the newest named in 'latest'; the two newest kept), "
+                        "for machines that may vanish.", flag_values=fv)
+    flags.DEFINE_float("snapshot_minutes", d.snapshot_minutes, "Minutes between --snapshot_dir snapshots.",
+                       flag_values=fv)
+    flags.DEFINE_enum("snapshot_dtype", d.snapshot_dtype, ["fp32", "fp16"],
+                      "How --snapshot_dir stores the weights (fp16: half the bytes; tools load them as float32).", flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 
 

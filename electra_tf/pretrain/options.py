@@ -39,6 +39,7 @@ DEMO_EVAL_DOCS = 4  # the last documents of the sample corpus are held out
 
 # Files inside <model_dir>.
 RUN_FILE = "run.json"
+TIME_BUDGET_FILE = "time_budget.json"  # the last step a --train_minutes run decided on
 SUMMARY_FILE = "summary.json"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tensorboard"
@@ -88,6 +89,15 @@ class PretrainOptions:
     # a new run whose discriminator starts from its weights, with its shape and vocabulary; the parts it
     # lacks (a converted BERT has no generator and no replaced-token head) start fresh.
     init_from: Optional[str] = None
+    # Wall-clock minutes for training (compile included): the run's last step is decided from the
+    # step rate measured after the first step, and the learning rate decays to 0 there;
+    # train_steps stays the most it may reach.
+    train_minutes: Optional[float] = None
+    # Every snapshot_minutes and at the end, a model directory of the weights so far under
+    # snapshot_dir (electra_tf/pretrain/snapshots.py), stored as snapshot_dtype.
+    snapshot_dir: Optional[str] = None
+    snapshot_minutes: float = 10.0
+    snapshot_dtype: str = "fp32"
 
 
 @dataclasses.dataclass
@@ -269,6 +279,30 @@ def _check_overrides(opts: PretrainOptions, config: ElectraConfig, embedded: boo
              "vocabulary it learns from data/sample_corpus.txt; drop it, or pass --data_dir and --vocab_file")
 
 
+def _positive_number(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        fail(f"--{name}={value!r} must be a positive number of minutes")
+
+
+def _check_time_and_snapshots(opts: PretrainOptions, strategy_name: str) -> None:
+    if opts.train_minutes is not None:
+        _positive_number("train_minutes", opts.train_minutes)
+        if strategy_name == "multi_worker":
+            fail("--train_minutes cannot size a multi_worker run (each worker would measure its own speed); "
+                 "pass --train_steps instead")
+    if opts.snapshot_dir is None:
+        return
+    _positive_number("snapshot_minutes", opts.snapshot_minutes)
+    if opts.snapshot_dtype not in ("fp32", "fp16"):
+        fail(f"--snapshot_dtype={opts.snapshot_dtype!r} is unknown; choose fp32 or fp16")
+    if is_remote(opts.snapshot_dir):
+        fail(f"--snapshot_dir {opts.snapshot_dir!r} must be a local folder (a mounted drive will do); "
+             f"remote runs keep their checkpoints in --output_dir")
+    problem = output_dir_problem(opts.snapshot_dir)
+    if problem:
+        fail(f"cannot write to --snapshot_dir '{opts.snapshot_dir}' ({problem}); choose a writable folder")
+
+
 def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
     """Step 1 of a job: cheap checks, nothing written yet and no TensorFlow op run
     (except the GPU query that --jit_compile with --strategy=mirrored needs)."""
@@ -306,6 +340,7 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
              f"(shards on a path every worker can read, e.g. gs://)")
     distribution.check_jit_compile(strategy_name, opts.jit_compile)
+    _check_time_and_snapshots(opts, strategy_name)
 
     # The config's own values, the embedded default's included, so --override num_train_steps= and
     # train_batch_size= act; the flags win over both (a flag that disagrees with an override is refused).

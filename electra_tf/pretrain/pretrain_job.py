@@ -32,15 +32,18 @@ from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, mak
                                             split_job_batch)
 from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer
-from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR,
+from electra_tf.models.saving import save_pretrained
+from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR, TIME_BUDGET_FILE,
                                          PretrainError, PretrainOptions, RunPlan, fail, read_json,
                                          validate_options)
+from electra_tf.pretrain.snapshots import ModelSnapshots
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 from electra_tf.pretrain.run_summary import build_summary, write_final_model
 from electra_tf.training import distribution
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
 from electra_tf.training.shared_flags import PRECISION_POLICIES
+from electra_tf.training.time_budget import TimeBudget
 from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy, settings_conflicts
 
 
@@ -129,7 +132,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
     with precision_policy(policy):
         with strategy.scope():
             model = ElectraPretrainer(config, special, grad_accum_steps=opts.grad_accum_steps)
-            optimizer = create_optimizer(config, train_steps=train_steps, model=model)
+            optimizer = create_optimizer(config, train_steps=train_steps, model=model,
+                                         adjustable_train_steps=opts.train_minutes is not None)
             if opts.mixed_precision == "fp16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             model.compile(optimizer=optimizer, jit_compile=bool(opts.jit_compile),
@@ -194,6 +198,10 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             describe_data_loss=lambda e, kept: data_loss_message(
                 e, [plan.data_dir] + ([plan.eval_dir] if has_eval else []), excluded, kept),
             multi_worker=strategy_name == "multi_worker", worker=worker, fail=fail)
+        time_budget = _time_budget(opts, plan, optimizer, trainer, resumed is not None, chief, log)
+        trainer.time_budget = time_budget
+        if chief and opts.snapshot_dir:
+            trainer.extra_callbacks.append(_snapshots(opts, plan, model, trainer, time_budget, batch_size, log))
         log(f"[{worker}] pre-training {config.model_size} config ({model.count_params():,} parameters) "
             f"on {strategy_text}: steps {start_step}->{train_steps}, global batch {batch_size}"
             f"{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}, "
@@ -201,6 +209,10 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             f"steps_per_execution={plan.steps_per_execution}")
         final_step, fit_seconds = trainer.fit(model, inputs.train, start_step)
         callback = trainer.callback
+        plan.train_steps = callback.train_steps  # a --train_minutes run ends where it decided
+        for extra in trainer.extra_callbacks:
+            if isinstance(extra, ModelSnapshots):
+                extra.write(final_step)
 
         # ---- 7. the model directory --------------------------------------------
         summary = build_summary(plan, final_step=final_step, start_step=start_step, checkpoints=checkpoints,
@@ -212,3 +224,67 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             summary["total_seconds"] = round(time.time() - started, 2)
             log(f"[{worker}] done at step {final_step}; the chief writes the model")
         return summary
+
+
+def _schedule(optimizer):
+    """The learning-rate schedule object inside `optimizer` (a LossScaleOptimizer's inner one)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)._learning_rate
+
+
+def _time_budget(opts: PretrainOptions, plan: RunPlan, optimizer, trainer: Trainer, resumed: bool, chief: bool,
+                 log: Callable[[str], None]):
+    """--train_minutes: a `TimeBudget` for a new run; a resumed run keeps the step it decided."""
+    if opts.train_minutes is None:
+        return None
+    path = os.path.join(plan.model_dir, TIME_BUDGET_FILE)
+    schedule = _schedule(optimizer)
+    if resumed and tf.io.gfile.exists(path):
+        end = int(read_json(path)["end_step"])
+        trainer.callback.train_steps = end
+        schedule.set_train_steps(end)
+        log(f"--train_minutes: this run decided on step {end} ({path}); resuming towards it")
+        return None
+    budget = None
+
+    def on_decided(end: int, steps_per_second):
+        trainer.callback.train_steps = end
+        schedule.set_train_steps(end)
+        if steps_per_second is None:
+            log(f"--train_minutes {opts.train_minutes:g}: the time is up at step {end}; training stops there "
+                f"(the learning rate has not reached 0)")
+        else:
+            log(f"--train_minutes {opts.train_minutes:g}: {steps_per_second:.2f} steps/s after the first step "
+                f"({budget.compile_seconds:.1f}s with its compile); training to step {end}, where the learning "
+                f"rate reaches 0")
+        if chief:
+            tf.io.gfile.makedirs(plan.model_dir)
+            write_json_atomic(path, {"train_minutes": opts.train_minutes, "end_step": end,
+                                     "steps_per_second": steps_per_second,
+                                     "first_step_seconds": budget.compile_seconds,
+                                     "cut_short": budget.cut_short}, sort_keys=True)
+
+    budget = TimeBudget(opts.train_minutes, plan.train_steps, on_decided)
+    return budget
+
+
+def _snapshots(opts: PretrainOptions, plan: RunPlan, model, trainer: Trainer, time_budget, batch_size: int,
+               log: Callable[[str], None]) -> ModelSnapshots:
+    """--snapshot_dir: the callback writing a model directory every --snapshot_minutes."""
+    parts = ("discriminator_head", "generator", "mlm_head", "copy_head")  # every part, each weight once
+
+    def metrics() -> dict:
+        callback = trainer.callback
+        step = int(model.optimizer.iterations.numpy())
+        record = {"examples": step * batch_size, "train_metrics": callback.last_train,
+                  "eval_metrics": callback.last_eval, "learning_rate": current_learning_rate(model.optimizer),
+                  "examples_per_second": round(callback.steady_examples_per_second, 2),
+                  "train_steps": callback.train_steps}
+        if time_budget is not None:
+            record["time_budget"] = {"train_minutes": opts.train_minutes, "end_step": time_budget.end_step,
+                                     "steps_per_second": time_budget.steps_per_second,
+                                     "first_step_seconds": time_budget.compile_seconds}
+        return record
+
+    return ModelSnapshots(opts.snapshot_dir, opts.snapshot_minutes,
+                          lambda folder: save_pretrained(folder, model, plan.vocab_file, parts=parts),
+                          dtype=opts.snapshot_dtype, metrics=metrics, log=log)

@@ -6,7 +6,7 @@ encoder freeze and rate multiplier.
 from electra_tf.training.optimization import OptimizerSpec, build_optimizer
 
 
-def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
+def create_optimizer(config, train_steps=None, learning_rate=None, model=None, adjustable_train_steps=False):
     """AdamW configured as the reference's `AdamWeightDecayOptimizer`.
 
     Deviations: Keras' AdamW applies Adam's bias correction; the reference
@@ -21,6 +21,8 @@ def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
         model: the built `ElectraPretrainer`, needed when `config.encoder_freeze_steps` > 0 or
             `config.encoder_lr_multiplier` < 1 (continued pre-training): its discriminator encoder
             is held for that many steps, then trains at that fraction of the rate.
+        adjustable_train_steps: the decay horizon can move while training runs (`--train_minutes`);
+            call this under the strategy's scope then.
     """
     frozen = multipliers = None
     if config.encoder_freeze_steps or config.encoder_lr_multiplier != 1.0:
@@ -38,6 +40,6 @@ def create_optimizer(config, train_steps=None, learning_rate=None, model=None):
         warmup_steps=config.num_warmup_steps, decay_power=config.lr_decay_power,
         weight_decay=config.weight_decay_rate, beta_1=config.adam_beta_1, beta_2=config.adam_beta_2,
         epsilon=config.adam_epsilon, clip_norm=config.clip_norm if config.clip_norm > 0 else None,
-        fused=config.fused_kernels)
+        fused=config.fused_kernels, adjustable_train_steps=adjustable_train_steps)
     return build_optimizer(spec, lr_multipliers=multipliers, frozen_paths=frozen,
                            frozen_steps=config.encoder_freeze_steps)

@@ -120,6 +120,7 @@ class TrainingCallback(keras.callbacks.Callback):
         self._first_step_time = None
         self._first_step = None
         self.steady_examples_per_second = float("nan")
+        self.reached_end = False
 
     # ------------------------------------------------------------- helpers
     def _step(self) -> int:
@@ -135,6 +136,7 @@ class TrainingCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------ callbacks
     def on_train_begin(self, logs=None):
+        self.reached_end = False
         self._last_time = time.time()
         self._last_logged_step = self._step()
         # Interval "blocks" already handled: with fp16 loss scaling a skipped
@@ -153,6 +155,11 @@ class TrainingCallback(keras.callbacks.Callback):
         elif step > self._first_step:
             self.steady_examples_per_second = (
                 (step - self._first_step) * self.global_batch_size / max(now - self._first_step_time, 1e-9))
+        if step >= self.train_steps and not self.model.stop_training:
+            # The last step: the run may end inside a Keras epoch (a length decided while it
+            # trains, `TimeBudget`), so stop here; `on_epoch_end` then evaluates and saves.
+            self.reached_end = True
+            self.model.stop_training = True
         if step % self.log_every and step != self.train_steps:
             return
         logs = {k: float(v) for k, v in (logs or {}).items()}
@@ -177,7 +184,7 @@ class TrainingCallback(keras.callbacks.Callback):
         self.model.reset_metrics()
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.model.stop_training:
+        if self.model.stop_training and not self.reached_end:
             return  # stopped for a non-finite loss: these weights must not become a checkpoint
         step = self._step()
         last = step >= self.train_steps

@@ -58,17 +58,32 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         train_steps: steps after which the rate reaches 0.
         warmup_steps: length of the linear warmup (0 for none).
         power: decay power (1.0: linear).
+        adjustable: read `train_steps` from a variable that `set_train_steps` changes while
+            training runs (a run whose length is decided from its measured speed, `pretrain
+            --train_minutes`). Create the schedule under the strategy's scope then. The
+            compiled step reads the variable, so it does not bake the first guess in.
     """
 
-    def __init__(self, peak_learning_rate, train_steps, warmup_steps, power=1.0):
+    def __init__(self, peak_learning_rate, train_steps, warmup_steps, power=1.0, adjustable=False):
         self.peak_learning_rate = float(peak_learning_rate)
         self.train_steps = int(train_steps)
         self.warmup_steps = int(warmup_steps)
         self.power = float(power)
+        self.adjustable = bool(adjustable)
+        self._horizon = (tf.Variable(float(self.train_steps), trainable=False, dtype=tf.float32,
+                                     name="lr_decay_steps") if self.adjustable else None)
+
+    def set_train_steps(self, train_steps: int) -> None:
+        """Moves the step where the rate reaches 0 (an `adjustable` schedule only)."""
+        if self._horizon is None:
+            raise ValueError("set_train_steps needs a schedule built with adjustable=True")
+        self.train_steps = int(train_steps)
+        self._horizon.assign(float(self.train_steps))
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        progress = tf.minimum(step, float(self.train_steps)) / float(self.train_steps)
+        horizon = float(self.train_steps) if self._horizon is None else tf.cast(self._horizon, tf.float32)
+        progress = tf.minimum(step, horizon) / horizon
         lr = self.peak_learning_rate * tf.pow(1.0 - progress, self.power)
         if self.warmup_steps > 0:
             lr *= tf.minimum(1.0, step / float(self.warmup_steps))
@@ -80,6 +95,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             train_steps=self.train_steps,
             warmup_steps=self.warmup_steps,
             power=self.power,
+            adjustable=self.adjustable,
         )
 
 
@@ -280,6 +296,8 @@ class OptimizerSpec:
       beta_1, beta_2, epsilon: Adam's constants.
       clip_norm: global-norm clip of the replica-summed gradient (None or 0: off).
       fused: one XLA-fused update per variable (False: Keras' AdamW ops).
+      adjustable_train_steps: the schedule's `train_steps` can move while training runs
+        (`WarmupPolynomialDecay(adjustable=True)`).
     """
     learning_rate: float
     train_steps: int
@@ -291,6 +309,7 @@ class OptimizerSpec:
     epsilon: float = 1e-6
     clip_norm: Optional[float] = 1.0
     fused: bool = True
+    adjustable_train_steps: bool = False
 
     @classmethod
     def from_warmup_proportion(cls, learning_rate: float, train_steps: int, warmup_proportion: float,
@@ -299,7 +318,8 @@ class OptimizerSpec:
         return cls(learning_rate, train_steps, int(round(warmup_proportion * train_steps)), **kwargs)
 
     def schedule(self) -> WarmupPolynomialDecay:
-        return WarmupPolynomialDecay(self.learning_rate, self.train_steps, self.warmup_steps, self.decay_power)
+        return WarmupPolynomialDecay(self.learning_rate, self.train_steps, self.warmup_steps, self.decay_power,
+                                     adjustable=self.adjustable_train_steps)
 
 
 def build_optimizer(spec: OptimizerSpec, lr_multipliers: Optional[Dict[str, float]] = None,

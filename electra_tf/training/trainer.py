@@ -123,6 +123,9 @@ class Trainer:
       multi_worker: whether a lost peer is a diagnosed failure.
       worker: this process's label in messages.
       fail: raises the job's error type with a message (default `TrainingError`).
+      time_budget: a `TimeBudget` (or None): training ends at the step it decides, which
+        its `on_decided` gives to `callback.train_steps`.
+      extra_callbacks: more Keras callbacks, called after the shared ones (e.g. snapshots).
     """
 
     def __init__(self, checkpoints, *, train_steps: int, global_batch_size: int, save_every: int = 0,
@@ -134,8 +137,11 @@ class Trainer:
                  verbose: int = 0,
                  restart_hint: str = "lower the learning rate or check the data, and start again",
                  describe_data_loss: Optional[Callable[[BaseException, str], str]] = None,
-                 multi_worker: bool = False, worker: str = "", fail: Callable[[str], None] = None):
+                 multi_worker: bool = False, worker: str = "", fail: Callable[[str], None] = None,
+                 time_budget=None, extra_callbacks: Sequence = ()):
         self.checkpoints = checkpoints
+        self.time_budget = time_budget
+        self.extra_callbacks = list(extra_callbacks)
         self.train_steps = int(train_steps)
         self.save_every = save_every if save_every and save_every > 0 else self.train_steps
         self.eval_every = eval_every if evaluate is not None and eval_every and eval_every > 0 else None
@@ -167,12 +173,14 @@ class Trainer:
         """
         optimizer = model.optimizer
         nan_guard = StopOnNonFiniteLoss()
-        callbacks = [nan_guard, self.callback]
+        # The budget first: on the step it decides the end, the TrainingCallback already stops there.
+        callbacks = ([nan_guard] + ([self.time_budget] if self.time_budget is not None else []) + [self.callback]
+                     + self.extra_callbacks)
         steps_per_epoch, train_steps = self.steps_per_epoch, self.train_steps
         full_epochs = train_steps // steps_per_epoch
         fit_kwargs = dict(callbacks=callbacks, verbose=self.verbose, shuffle=False)
         started = time.time()
-        if start_step >= train_steps:
+        if start_step >= self.callback.train_steps:
             return int(optimizer.iterations.numpy()), 0.0
         try:
             # A run continued from another run's step may start off the epoch grid: step to it first.
@@ -213,6 +221,7 @@ class Trainer:
                       f"training stopped and nothing was saved after it{kept}; {self.restart_hint}")
         fit_seconds = time.time() - started
         final_step = int(optimizer.iterations.numpy())
+        train_steps = self.callback.train_steps  # moved earlier by a time budget
         if final_step != train_steps:
             where = f"; the last checkpoint is in {self.checkpoints.directory}" if self.checkpoints else ""
             self.fail(f"training stopped at step {final_step} of {train_steps} (a NaN loss? see the log){where}")
