@@ -5,6 +5,7 @@
     python scripts/domain_study.py --report_only        # table + plot from what has finished
     python scripts/domain_study.py --rungs small_electra_gpu_20k --recipes r1,paper \
         --pretrain_flags "--mixed_precision bf16 --jit_compile" --parallel 10    # one GPU
+    python scripts/domain_study.py --rungs small_electra_gpu_kept   # the model scripts/gpu/ keeps
 
 Pre-trains on the IMDB text of ../shared/data (the 50,000 unlabelled reviews and the text of
 the 20,000 labelled training reviews; never the dev reviews) at a ladder of model sizes and
@@ -111,8 +112,15 @@ def prepare(work: Path, seqs=(64, 128)) -> Dict[str, Path]:
 
 
 def rung_config(work: Path, rung: ladder.Rung) -> Path:
-    """configs/<size>.json with the rung's overrides, sized for the study's vocabulary."""
+    """configs/<size>.json with the rung's overrides, sized for the study's vocabulary (a kept
+    model's own config.json)."""
     from electra_tf.config import ElectraConfig
+
+    if rung.model_dir:
+        path = work / "rungs" / rung.name / "config.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ElectraConfig.from_json(str(REPO / rung.model_dir / "config.json")).to_json(str(path))
+        return path
 
     base = REPO / "configs" / f"{rung.config}.json"
     if not base.is_file():
@@ -127,8 +135,39 @@ def rung_config(work: Path, rung: ladder.Rung) -> Path:
     return path
 
 
+def kept_model(work: Path, rung: ladder.Rung, data: Dict[str, Path], cells: Dict[str, dict]) -> dict:
+    """The pretrain cell of a rung whose model was pre-trained elsewhere: its history.json's totals."""
+    folder = REPO / rung.model_dir
+    history_file = folder / "history.json"
+    if not history_file.is_file():
+        raise SystemExit(f"error: {folder} holds no pre-trained model yet (no history.json); "
+                         f"scripts/gpu/README.md says how it is made")
+    history = json.loads(history_file.read_text(encoding="utf-8"))
+    last, key = history[-1], f"pretrain:{rung.name}"
+    if key in cells:
+        if cells[key]["steps"] != last["cumulative_steps"]:
+            raise SystemExit(f"error: {folder} is now at step {last['cumulative_steps']}, but {work} holds cells of "
+                             f"its step {cells[key]['steps']}; pass a new --work_dir")
+        return cells[key]
+    vocab = folder / "vocab.txt"
+    same_vocab = vocab.read_bytes() == Path(data["vocab"]).read_bytes()
+    cell = {"key": key, "rung": rung.name, "size": rung.size, "seq": rung.seq, "steps": last["cumulative_steps"],
+            "overrides": [], "continue_from": None, "start_steps": 0, "flags": [], "model_dir": rung.model_dir,
+            "seconds": round(60 * sum(r.get("minutes_trained") or 0 for r in history), 1),
+            "flops": last["cumulative_flops"], "final": f"held-out disc AUC {last.get('heldout_disc_auc')}",
+            "vocab": str(vocab),
+            # Random init shares the cells of the study's own vocabulary when it is the same file.
+            "random_init": f"random_{rung.size}" if same_vocab else f"random_{rung.name}"}
+    with LOCK:
+        add_cell(work, cell)
+        cells[key] = cell
+    return cell
+
+
 def pretrain(work: Path, rung: ladder.Rung, data: Dict[str, Path], cells: Dict[str, dict],
              extra_flags: List[str] = ()) -> dict:
+    if rung.model_dir:
+        return kept_model(work, rung, data, cells)
     key = f"pretrain:{rung.name}"
     if key in cells:
         return cells[key]
@@ -166,7 +205,7 @@ def _final_metrics(log_file: Path) -> str:
 
 
 def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str, recipe: str,
-             data: Dict[str, Path], cells: Dict[str, dict]) -> dict:
+             data: Dict[str, Path], cells: Dict[str, dict], vocab: Path = None) -> dict:
     key = f"ft:{init_name}:{task}:{recipe}"
     if key in cells:
         return cells[key]
@@ -174,7 +213,7 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     r = ladder.RECIPES[recipe]
     cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2",
            "--data_dir", str(data[ladder.task_data(task)]),
-           "--init", init, "--vocab_file", str(data["vocab"]), "--seed", SEEDS,
+           "--init", init, "--vocab_file", str(vocab or data["vocab"]), "--seed", SEEDS,
            "--max_seq_length", str(ladder.task_seq(task)), "--batch_size", "32",
            "--layerwise_lr_decay", str(r["layerwise_lr_decay"]),
            "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),
@@ -207,13 +246,18 @@ def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, 
     beside the pre-training, and the pre-trained ones when it has finished."""
     config = work / "rungs" / rung.name / "config.json"
     tasks = [t for t in ladder.rung_tasks(rung) if not only_tasks or t in only_tasks]
-    pretrained = str(work / "rungs" / rung.name / "run")
-    random_jobs = [("random", f"random_{rung.size}", t, r) for r in recipes for t in tasks]
+    pretrained = str(REPO / rung.model_dir) if rung.model_dir else str(work / "rungs" / rung.name / "run")
+    random_name, vocab = f"random_{rung.size}", None
+    if rung.model_dir:  # nothing to pre-train: the kept model's own vocabulary and shape
+        rung_config(work, rung)
+        kept = pretrain(work, rung, data, cells)
+        random_name, vocab = kept["random_init"], Path(kept["vocab"])
+    random_jobs = [("random", random_name, t, r) for r in recipes for t in tasks]
     trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
 
     def job(spec):
         init, name, task, recipe = spec
-        finetune(work, init, name, config, task, recipe, data, cells)
+        finetune(work, init, name, config, task, recipe, data, cells, vocab)
         with LOCK:
             report.write(work, ladder.RUNGS)
 
@@ -229,7 +273,8 @@ def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, 
             futures += [pool.submit(job, spec) for spec in trained_jobs]
             for f in futures:
                 f.result()  # a failed cell stops the study with its command and log
-    report.probe(work, rung, data, ladder.TASKS, cells, add_cell)
+    report.probe(work, rung, data, ladder.TASKS, cells, add_cell, pretrained_dir=pretrained, vocab=vocab,
+                 random_name=random_name)
     report.write(work, ladder.RUNGS)
 
 
@@ -275,11 +320,12 @@ def main(argv=None) -> int:
     if args.parallel > 1:
         # Several processes share one GPU: each takes memory as it needs it, not all of it.
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
-    data = prepare(work, sorted({r.seq for r in wanted}))
+    data = prepare(work, sorted({r.seq for r in wanted if not r.model_dir}))  # a kept model needs no shards
     cells = load_cells(work)
     report.baselines(work, data, ladder.TASKS, cells, add_cell)
     for rung in wanted:
-        log(f"rung {rung.name}: pre-training {rung.size} seq {rung.seq} for {rung.steps} steps")
+        log(f"rung {rung.name}: " + (f"fine-tuning the model in {rung.model_dir}" if rung.model_dir else
+                                     f"pre-training {rung.size} seq {rung.seq} for {rung.steps} steps"))
         run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel, tasks)
     return 0
 

@@ -22,6 +22,9 @@ class Rung:
     warmup: Optional[int] = None  # default: 10% of the steps
     continue_from: Optional[str] = None  # a finished rung this one trains on from (to `steps` in all)
     long_tasks: bool = False  # also fine-tune on IMDB at 256 tokens (where whole reviews start to fit)
+    # A model directory pre-trained elsewhere (relative to the repository; its history.json says how):
+    # the rung fine-tunes it and a random encoder of its shape and vocabulary, and pre-trains nothing.
+    model_dir: Optional[str] = None
 
     @property
     def size(self) -> str:
@@ -50,6 +53,9 @@ RUNGS = [
     # ELECTRA-Small, the paper's settings but temperature 2 (at 1 the CPU sizes' discriminators
     # collapsed on this text).
     Rung("small_electra_gpu_20k", "small", 128, 20000, ("temperature=2.0",), long_tasks=True),
+    # The same recipe pre-trained on lent GPUs a few minutes at a time and kept in the repository
+    # (scripts/gpu/pretrain_small_imdb.py); its steps are what models/electra-small-imdb/ holds.
+    Rung("small_electra_gpu_kept", "small", 128, 0, long_tasks=True, model_dir="models/electra-small-imdb"),
 ]
 
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).

@@ -59,20 +59,23 @@ def baselines(work: Path, data: Dict[str, Path], tasks: Dict[str, int], cells: D
 
 
 def probe(work: Path, rung, data: Dict[str, Path], tasks: Dict[str, int], cells: Dict[str, dict],
-          add_cell: Callable) -> None:
-    """Linear probes of the pre-trained and the random encoder on the IMDB 2,000 and SST-2 rows."""
+          add_cell: Callable, pretrained_dir=None, vocab=None, random_name=None) -> None:
+    """Linear probes of the pre-trained and the random encoder on the IMDB 2,000 and SST-2 rows.
+
+    pretrained_dir, vocab, random_name: a kept model's folder, vocabulary and random-init name
+    (default: the rung's run, the study's vocabulary, random_<size>)."""
     from scripts.study_lib.baselines import encoder_features, linear_probe
     from electra_tf.config import ElectraConfig
 
     config = ElectraConfig.from_json(str(work / "rungs" / rung.name / "config.json"))
     for task in ("imdb2000", "sst2_2000"):
-        for name, model_dir in ((rung.name, work / "rungs" / rung.name / "run" / "pretrained"),
-                                (f"random_{rung.size}", None)):
+        trained = Path(pretrained_dir) if rung.model_dir else work / "rungs" / rung.name / "run" / "pretrained"
+        for name, model_dir in ((rung.name, trained), (random_name or f"random_{rung.size}", None)):
             key = f"probe:{name}:{task}"
             if key in cells:
                 continue
             tr_t, tr_l, dv_t, dv_l = task_rows(data, task)
-            kwargs = dict(config=config, vocab_file=str(data["vocab"]))
+            kwargs = dict(config=config, vocab_file=str(vocab or data["vocab"]))
             md = str(model_dir) if model_dir else None
             f_tr = encoder_features(md, tr_t, tasks[task], **kwargs)
             f_dv = encoder_features(md, dv_t, tasks[task], **kwargs)
@@ -102,16 +105,17 @@ def write(work: Path, rungs) -> None:
             if not key.startswith(f"ft:{rung.name}:"):
                 continue
             task, recipe = cell["task"], cell["recipe"]
-            rnd = cells.get(f"ft:random_{rung.size}:{task}:{recipe}")
+            rnd = cells.get(f"ft:{pre.get('random_init', f'random_{rung.size}')}:{task}:{recipe}")
             if rnd is None:
                 continue
             gain = cell["median"] - rnd["median"]
             tfidf = cells.get(f"tfidf:{ladder.task_data(task)}:{ladder.task_seq(task)}", {}).get("accuracy", "")
-            pp, pr = cells.get(f"probe:{rung.name}:{task}"), cells.get(f"probe:random_{rung.size}:{task}")
+            pp = cells.get(f"probe:{rung.name}:{task}")
+            pr = cells.get(f"probe:{pre.get('random_init', f'random_{rung.size}')}:{task}")
             probe_txt = (f"{pp['embeddings_mean']:.1f}, {pp['last_mean']:.1f} / "
                          f"{pr['embeddings_mean']:.1f}, {pr['last_mean']:.1f}") if pp and pr else ""
             lines.append(
-                f"| {rung.name} | {rung.size} | {rung.seq} | {rung.steps:,} | {pre['flops']:.2e} | "
+                f"| {rung.name} | {rung.size} | {rung.seq} | {pre['steps']:,} | {pre['flops']:.2e} | "
                 f"{pre['seconds']:.0f} | {recipe} | {TASK_LABELS[task]} | {cell['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in cell['seeds'])}) | {rnd['median']:.2f} "
                 f"({'/'.join(f'{a:.2f}' for a in rnd['seeds'])}) | {gain:+.2f} | {tfidf} | {probe_txt} |")

@@ -95,3 +95,36 @@ def test_fine_tuning_levers_change_one_setting_of_r1():
         changed = {k for k in r1 if recipe[k] != r1[k]}
         assert len(changed) == 1 and set(recipe) == set(r1), (name, changed)
     assert levers["r1_lr3e-3"]["learning_rate"] == 3e-3 and levers["r1_warmup0"]["warmup_proportion"] == 0.0
+
+
+def test_a_kept_model_is_fine_tuned_beside_a_random_one_of_its_shape_and_vocabulary(study, tmp_path):
+    from helpers import make_model_dir
+
+    model = tmp_path / "kept"
+    make_model_dir(model, seed=1)
+    history = [{"cumulative_steps": 1200, "cumulative_flops": 3.5e15, "minutes_trained": 4.0,
+                "heldout_disc_auc": 0.81}]
+    domain_ladder.RUNGS.append(domain_ladder.Rung("kept_t", "small", 64, 0, model_dir=str(model)))
+    work = tmp_path / "work"
+    argv = ["--work_dir", str(work), "--rungs", "kept_t"]
+    with pytest.raises(SystemExit, match="holds no pre-trained model yet"):
+        study.main(argv)
+    (model / "history.json").write_text(json.dumps(history))
+    assert study.main(argv) == 0
+
+    cells = load_cells(work)
+    pre = cells["pretrain:kept_t"]
+    assert (pre["steps"], pre["flops"], pre["seconds"]) == (1200, 3.5e15, 240.0)
+    # Its vocabulary is not the study's, so its random twin is its own.
+    assert pre["random_init"] == "random_kept_t"
+    for init in ("kept_t", "random_kept_t"):
+        log = (work / "finetune" / init / "imdb500_r1" / "finetune.log").read_text(encoding="utf-8")
+        assert f"--vocab_file {model / 'vocab.txt'} " in log
+        assert len(cells[f"ft:{init}:imdb500:r1"]["seeds"]) == 1
+    assert f"--init {model} " in (work / "finetune" / "kept_t" / "imdb500_r1" / "finetune.log").read_text()
+    assert "| kept_t | small | 64 | 1,200 | 3.50e+15 |" in (work / "results.md").read_text(encoding="utf-8")
+
+    # The model moved on (a later GPU run): its old cells are not mixed with new ones.
+    (model / "history.json").write_text(json.dumps(history + [dict(history[0], cumulative_steps=2400)]))
+    with pytest.raises(SystemExit, match="now at step 2400.*pass a new --work_dir"):
+        study.main(argv)
