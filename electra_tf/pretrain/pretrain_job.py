@@ -263,7 +263,7 @@ def _time_budget(opts: PretrainOptions, plan: RunPlan, optimizer, trainer: Train
                                      "first_step_seconds": budget.compile_seconds,
                                      "cut_short": budget.cut_short}, sort_keys=True)
 
-    budget = TimeBudget(opts.train_minutes, plan.train_steps, on_decided)
+    budget = TimeBudget(opts.train_minutes, plan.train_steps, on_decided, step_multiple=plan.steps_per_execution)
     return budget
 
 

@@ -30,6 +30,8 @@ class TimeBudget(keras.callbacks.Callback):
         stop at `end_step` (the trainer's `TrainingCallback.train_steps`).
       measure_seconds: the measuring window after the first step (default: a tenth of the budget,
         at most 30 s).
+      step_multiple: the end falls on a multiple of this (`steps_per_execution`: Keras runs that
+        many steps per call, so training can only stop between them).
       clock: time source (tests).
 
     Example:
@@ -40,13 +42,15 @@ class TimeBudget(keras.callbacks.Callback):
     """
 
     def __init__(self, minutes: float, max_steps: int, on_decided: Callable[[int, Optional[float]], None],
-                 measure_seconds: Optional[float] = None, clock: Callable[[], float] = time.time):
+                 measure_seconds: Optional[float] = None, step_multiple: int = 1,
+                 clock: Callable[[], float] = time.time):
         super().__init__()
         self.budget_seconds = float(minutes) * 60.0
         self.max_steps = int(max_steps)
         self.on_decided = on_decided
         self.measure_seconds = (min(30.0, 0.1 * self.budget_seconds) if measure_seconds is None
                                 else float(measure_seconds))
+        self.step_multiple = max(1, int(step_multiple))
         self.clock = clock
         self.started: Optional[float] = None
         self.compiled_at: Optional[float] = None  # end of the first step (its compile included)
@@ -75,6 +79,7 @@ class TimeBudget(keras.callbacks.Callback):
         elif self.end_step is None and (now - self.compiled_at >= self.measure_seconds or now >= deadline):
             self.steps_per_second = (step - self.compiled_step) / max(now - self.compiled_at, 1e-9)
             fits = int(self.steps_per_second * max(deadline - now, 0.0))
+            fits -= fits % self.step_multiple
             self.end_step = max(step, min(self.max_steps, step + fits))
             self.on_decided(self.end_step, self.steps_per_second)
             return

@@ -51,6 +51,19 @@ def test_the_end_is_what_the_measured_rate_reaches_by_the_deadline():
     assert not budget.cut_short
 
 
+def test_the_end_falls_on_an_execution_boundary():
+    clock, model, decided = FakeClock(), FakeModel(), []
+    budget = TimeBudget(10, max_steps=100_000, on_decided=lambda end, rate: decided.append(end),
+                        step_multiple=100, clock=clock)
+    drive(budget, clock, model, 0.0625, 120.0, 100_000)
+    assert decided == [481 + 7_200]  # 7,200 more steps is already a multiple of 100
+    clock2, model2, decided2 = FakeClock(), FakeModel(), []
+    budget = TimeBudget(10, max_steps=100_000, on_decided=lambda end, rate: decided2.append(end),
+                        step_multiple=128, clock=clock2)
+    drive(budget, clock2, model2, 0.0625, 120.0, 100_000)
+    assert decided2 == [481 + 7_168]  # 7,200 rounded down to 56 x 128
+
+
 def test_max_steps_bounds_the_end():
     clock, model, decided = FakeClock(), FakeModel(), []
     budget = TimeBudget(10, max_steps=1_000, on_decided=lambda end, rate: decided.append(end), clock=clock)
