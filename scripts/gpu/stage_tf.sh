@@ -44,9 +44,10 @@ START=$(date +%s)
 # ABI-compatible with what TF was built against, while cuBLAS/cuDNN/... are dlopen'ed by name.
 # Left to the image (present there, any recent version does): requests, six, setuptools,
 # packaging, grpcio, rich, regex, tokenizers, sentencepiece, pyyaml, tqdm, pillow, markdown,
-# werkzeug, tensorboard-data-server, psutil, huggingface_hub. Left out: libclang (TF needs it
-# only to build ops) and tensorflow-datasets (electra_tf imports it lazily, for tfds:// corpora
-# only; pretrain, build_vocab and build_pretraining_data do not import it).
+# werkzeug, tensorboard-data-server, psutil, matplotlib, huggingface_hub (keras imports the last
+# two optionally). Left out: libclang (TF needs it only to build ops) and tensorflow-datasets
+# (electra_tf imports it lazily, for TFDS corpus sources and GLUE without --data_dir only;
+# pretrain, build_vocab and build_pretraining_data do not import it).
 PINS=(
     tensorflow==2.21.0
     tensorflow-text==2.21.1
