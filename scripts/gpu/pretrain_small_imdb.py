@@ -216,7 +216,10 @@ def run(args) -> None:
             die(f"--corpus {', '.join(missing)} does not exist; pass text files (.gz too), comma-separated")
     else:
         corpus_dir = Path(args.corpus_dir) if args.corpus_dir else device_dir() / "corpus"
-        corpus = sorted(p for p in corpus_dir.glob("*") if p.suffix in (".gz", ".txt"))
+        # The default files in the order docs/domain_study.md learns its vocabulary from them.
+        order = [p.name for p in DEFAULT_CORPUS]
+        corpus = sorted((p for p in corpus_dir.glob("*") if p.suffix in (".gz", ".txt")),
+                        key=lambda p: (order.index(p.name) if p.name in order else len(order), p.name))
         if not corpus:
             die(f"{corpus_dir} has no corpus; run `stage` here and `receive` there first, or pass --corpus")
     check = subprocess.run([sys.executable, "-c", "import tensorflow, keras_hub, tensorflow_text"],
