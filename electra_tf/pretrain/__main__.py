@@ -30,6 +30,7 @@ from electra_tf.training.distribution import StrategyError
 from electra_tf.training import shared_flags
 from electra_tf.training.shared_flags import define_shared_flags
 from electra_tf.pretrain.options import PretrainError, PretrainOptions
+from electra_tf.pretrain.snapshots import SNAPSHOT_DTYPES
 
 # Old spelling -> new (refused by electra_tf/cli.py): one name per idea across the tools.
 RENAMED = {"model_dir": "output_dir", "init_from": "init"}
@@ -87,7 +88,7 @@ def define_flags(fv=None):
                         "for machines that may vanish.", flag_values=fv)
     flags.DEFINE_float("snapshot_minutes", d.snapshot_minutes, "Minutes between --snapshot_dir snapshots.",
                        flag_values=fv)
-    flags.DEFINE_enum("snapshot_dtype", d.snapshot_dtype, ["fp32", "fp16"],
+    flags.DEFINE_enum("snapshot_dtype", d.snapshot_dtype, list(SNAPSHOT_DTYPES),
                       "How --snapshot_dir stores the weights (fp16: half the bytes; tools load them as float32).", flag_values=fv)
     flags.DEFINE_enum("verbose", d.verbose, ["auto", "0", "1", "2"], "Keras progress bar (auto: bar on a terminal).", flag_values=fv)
 

@@ -21,6 +21,7 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
+from electra_tf.pretrain.snapshots import SNAPSHOT_DTYPES
 from electra_tf.paths import (CONFIG_DIR, SAMPLE_CORPUS, is_remote, output_dir_problem, resolve_config,
                               resolve_model_dir)
 from electra_tf.training import distribution
@@ -293,8 +294,8 @@ def _check_time_and_snapshots(opts: PretrainOptions, strategy_name: str) -> None
     if opts.snapshot_dir is None:
         return
     _positive_number("snapshot_minutes", opts.snapshot_minutes)
-    if opts.snapshot_dtype not in ("fp32", "fp16"):
-        fail(f"--snapshot_dtype={opts.snapshot_dtype!r} is unknown; choose fp32 or fp16")
+    if opts.snapshot_dtype not in SNAPSHOT_DTYPES:
+        fail(f"--snapshot_dtype={opts.snapshot_dtype!r} is unknown; choose {' or '.join(SNAPSHOT_DTYPES)}")
     if is_remote(opts.snapshot_dir):
         fail(f"--snapshot_dir {opts.snapshot_dir!r} must be a local folder (a mounted drive will do); "
              f"remote runs keep their checkpoints in --output_dir")

@@ -200,8 +200,10 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             multi_worker=strategy_name == "multi_worker", worker=worker, fail=fail)
         time_budget = _time_budget(opts, plan, optimizer, trainer, resumed is not None, chief, log)
         trainer.time_budget = time_budget
+        snapshots = None
         if chief and opts.snapshot_dir:
-            trainer.extra_callbacks.append(_snapshots(opts, plan, model, trainer, time_budget, batch_size, log))
+            snapshots = _snapshots(opts, plan, model, trainer, time_budget, batch_size, log)
+            trainer.extra_callbacks.append(snapshots)
         log(f"[{worker}] pre-training {config.model_size} config ({model.count_params():,} parameters) "
             f"on {strategy_text}: steps {start_step}->{train_steps}, global batch {batch_size}"
             f"{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}, "
@@ -210,9 +212,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         final_step, fit_seconds = trainer.fit(model, inputs.train, start_step)
         callback = trainer.callback
         plan.train_steps = callback.train_steps  # a --train_minutes run ends where it decided
-        for extra in trainer.extra_callbacks:
-            if isinstance(extra, ModelSnapshots):
-                extra.write(final_step)
+        if snapshots is not None:
+            snapshots.write(final_step)
 
         # ---- 7. the model directory --------------------------------------------
         summary = build_summary(plan, final_step=final_step, start_step=start_step, checkpoints=checkpoints,
@@ -258,10 +259,7 @@ def _time_budget(opts: PretrainOptions, plan: RunPlan, optimizer, trainer: Train
                 f"rate reaches 0")
         if chief:
             tf.io.gfile.makedirs(plan.model_dir)
-            write_json_atomic(path, {"train_minutes": opts.train_minutes, "end_step": end,
-                                     "steps_per_second": steps_per_second,
-                                     "first_step_seconds": budget.compile_seconds,
-                                     "cut_short": budget.cut_short}, sort_keys=True)
+            write_json_atomic(path, {"train_minutes": opts.train_minutes, **budget.decision()}, sort_keys=True)
 
     budget = TimeBudget(opts.train_minutes, plan.train_steps, on_decided, step_multiple=plan.steps_per_execution)
     return budget
@@ -280,9 +278,7 @@ def _snapshots(opts: PretrainOptions, plan: RunPlan, model, trainer: Trainer, ti
                   "examples_per_second": round(callback.steady_examples_per_second, 2),
                   "train_steps": callback.train_steps}
         if time_budget is not None:
-            record["time_budget"] = {"train_minutes": opts.train_minutes, "end_step": time_budget.end_step,
-                                     "steps_per_second": time_budget.steps_per_second,
-                                     "first_step_seconds": time_budget.compile_seconds}
+            record["time_budget"] = {"train_minutes": opts.train_minutes, **time_budget.decision()}
         return record
 
     return ModelSnapshots(opts.snapshot_dir, opts.snapshot_minutes,

@@ -64,6 +64,11 @@ class TimeBudget(keras.callbacks.Callback):
         """Seconds from the start of training to the end of its first step."""
         return None if self.compiled_at is None else self.compiled_at - self.started
 
+    def decision(self) -> dict:
+        """What was decided, for the run's records (None before the measuring window ends)."""
+        return {"end_step": self.end_step, "steps_per_second": self.steps_per_second,
+                "first_step_seconds": self.compile_seconds, "cut_short": self.cut_short}
+
     def _step(self) -> int:
         return int(self.model.optimizer.iterations.numpy())
 
