@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import gzip
+import itertools
 import json
 import os
 import subprocess
@@ -204,21 +205,27 @@ def _final_metrics(log_file: Path) -> str:
     return lines[-1].strip()[:300] if lines else ""
 
 
+def recipe_flags(recipe: dict) -> List[str]:
+    """A recipe's settings as `finetune` flags (batch 32 unless it says; a setting it leaves out is
+    `finetune`'s default for the model's size)."""
+    flags = [] if not recipe else ["--batch_size", "32"]
+    for name, value in recipe.items():
+        flags += [f"--{name}", str(value)]
+    return flags
+
+
 def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str, recipe: str,
-             data: Dict[str, Path], cells: Dict[str, dict], vocab: Path = None) -> dict:
-    key = f"ft:{init_name}:{task}:{recipe}"
+             data: Dict[str, Path], cells: Dict[str, dict], vocab: Path = None, seeds: str = SEEDS) -> dict:
+    # A cell of other seeds than the study's 1-3 is its own cell (the run folder resumes per seed).
+    key = f"ft:{init_name}:{task}:{recipe}" + ("" if seeds == SEEDS else f":seeds{seeds}")
     if key in cells:
         return cells[key]
     out = work / "finetune" / init_name / f"{task}_{recipe}"
-    r = ladder.RECIPES[recipe]
     cmd = [sys.executable, "-m", "electra_tf.finetune", "--task", "sst2",
            "--data_dir", str(data[ladder.task_data(task)]),
-           "--init", init, "--vocab_file", str(vocab or data["vocab"]), "--seed", SEEDS,
-           "--max_seq_length", str(ladder.task_seq(task)), "--batch_size", "32",
-           "--layerwise_lr_decay", str(r["layerwise_lr_decay"]),
-           "--learning_rate", str(r["learning_rate"]), "--epochs", str(r["epochs"]),
-           "--pooling", r["pooling"], "--warmup_proportion", str(r["warmup_proportion"]),
-           "--save_every", "0", "--output_dir", str(out)]
+           "--init", init, "--vocab_file", str(vocab or data["vocab"]), "--seed", seeds,
+           "--max_seq_length", str(ladder.task_seq(task)),
+           *recipe_flags(ladder.RECIPES[recipe]), "--save_every", "0", "--output_dir", str(out)]
     if task == "sst2_2000":
         cmd += ["--max_train_examples", "2000"]
     if init == "random":
@@ -228,6 +235,7 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     accs = [round(100 * s["accuracy"], 2) for s in res["seeds"]]
     cell = {"key": key, "init": init_name, "task": task, "recipe": recipe, "seeds": accs,
+            "steps": res["seeds"][0].get("train_steps"),
             "median": round(100 * res["median"]["accuracy"], 2), "seconds": round(seconds, 1)}
     with LOCK:
         add_cell(work, cell)
@@ -237,10 +245,14 @@ def finetune(work: Path, init: str, init_name: str, size_config: Path, task: str
 
 
 def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, Path], cells: Dict[str, dict],
-             extra_flags: List[str], parallel: int, only_tasks: List[str] = ()) -> None:
+             extra_flags: List[str], parallel: int, only_tasks: List[str] = (), random_recipes=None,
+             seeds: str = SEEDS, probe: bool = True) -> None:
     """Pre-training, then every fine-tuning cell of the rung (random init and pre-trained).
 
     only_tasks: fine-tune on these labelled sets only (default: every task of the rung).
+    random_recipes: the recipes random init is fine-tuned with too (None: all of `recipes`).
+    seeds: the fine-tuning seeds (comma-separated).
+    probe: end with the linear probes of both encoders.
 
     With parallel > 1 (one GPU shared by several processes) the random-init cells start at once,
     beside the pre-training, and the pre-trained ones when it has finished."""
@@ -252,18 +264,21 @@ def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, 
         rung_config(work, rung)
         kept = pretrain(work, rung, data, cells)
         random_name, vocab = kept["random_init"], Path(kept["vocab"])
-    random_jobs = [("random", random_name, t, r) for r in recipes for t in tasks]
+    random_jobs = [("random", random_name, t, r) for r in recipes for t in tasks
+                   if random_recipes is None or r in random_recipes]
     trained_jobs = [(pretrained, rung.name, t, r) for r in recipes for t in tasks]
 
     def job(spec):
         init, name, task, recipe = spec
-        finetune(work, init, name, config, task, recipe, data, cells, vocab)
+        finetune(work, init, name, config, task, recipe, data, cells, vocab, seeds)
         with LOCK:
             report.write(work, ladder.RUNGS)
 
     if parallel <= 1:
         pretrain(work, rung, data, cells, extra_flags)
-        for spec in [j for pair in zip(random_jobs, trained_jobs) for j in pair]:
+        # Pre-trained and random cells alternate (each pre-trained one first).
+        pairs = itertools.zip_longest(trained_jobs, random_jobs)
+        for spec in [j for pair in pairs for j in pair if j is not None]:
             job(spec)
     else:
         rung_config(work, rung)
@@ -273,8 +288,9 @@ def run_rung(work: Path, rung: ladder.Rung, recipes: List[str], data: Dict[str, 
             futures += [pool.submit(job, spec) for spec in trained_jobs]
             for f in futures:
                 f.result()  # a failed cell stops the study with its command and log
-    report.probe(work, rung, data, ladder.TASKS, cells, add_cell, pretrained_dir=pretrained, vocab=vocab,
-                 random_name=random_name)
+    if probe:
+        report.probe(work, rung, data, ladder.TASKS, cells, add_cell, pretrained_dir=pretrained, vocab=vocab,
+                     random_name=random_name)
     report.write(work, ladder.RUNGS)
 
 
@@ -300,6 +316,10 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", default="", type=_names("task", list(ladder.TASKS) + list(ladder.LONG_TASKS)),
                    help=f"comma-separated labelled sets to fine-tune on (default: all of the rung's) of "
                         f"{sorted(ladder.TASKS) + sorted(ladder.LONG_TASKS)}")
+    p.add_argument("--random_recipes", default=None, type=_names("recipe", ladder.RECIPES),
+                   help="the recipes random init is fine-tuned with too (default: every one of --recipes)")
+    p.add_argument("--seeds", default=SEEDS, help="fine-tuning seeds, comma-separated (default: 1,2,3)")
+    p.add_argument("--no_probe", action="store_true", help="skip the linear probes of the frozen encoders")
     p.add_argument("--pretrain_flags", default="",
                    help='extra pre-training flags, e.g. "--mixed_precision bf16 --jit_compile" on a GPU')
     p.add_argument("--parallel", type=int, default=1,
@@ -326,7 +346,8 @@ def main(argv=None) -> int:
     for rung in wanted:
         log(f"rung {rung.name}: " + (f"fine-tuning the model in {rung.model_dir}" if rung.model_dir else
                                      f"pre-training {rung.size} seq {rung.seq} for {rung.steps} steps"))
-        run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel, tasks)
+        run_rung(work, rung, recipes, data, cells, args.pretrain_flags.split(), args.parallel, tasks,
+                 random_recipes=args.random_recipes, seeds=args.seeds, probe=not args.no_probe)
     return 0
 
 

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 from typing import List, Optional, Sequence
 
@@ -107,6 +108,15 @@ class ElectraClassifier(keras.Model):
         """The training batch `finetune` uses for this model size (16 for an imported encoder, else 32)."""
         return int(self._size_defaults["batch_size"])
 
+    def recommended_epochs(self, steps_per_epoch: int) -> int:
+        """The epochs `fit` trains when none are given (with the default optimizer): the size's
+        epochs for a labelled file (`finetune --train_file`'s), raised on a small file until they
+        give the size's `min_train_steps` (160 for the paper's sizes: 3 epochs of 500 rows are 48
+        steps, too few to leave the majority class; electra_tf/finetune/size_defaults.py)."""
+        epochs = int(math.ceil(self._size_defaults["epochs"]))
+        floor = int(self._size_defaults["min_train_steps"])
+        return max(epochs, -(-floor // max(1, int(steps_per_epoch))))
+
     @property
     def encoder(self):
         return self.backbone.encoder
@@ -160,9 +170,9 @@ class ElectraClassifier(keras.Model):
         """Keras `compile` with defaults: cross-entropy on logits (MSE for a regression),
         accuracy, no XLA (the tokenizer's ops do not compile), and with `optimizer="auto"`
         the optimizer `finetune` uses, built by `fit` once it knows the number of steps:
-        AdamW at the model size's peak rate and layer-wise decay (1e-4 and 0.8 for the
-        paper's sizes; 5e-5 and none for an imported BERT-family encoder; 1e-3 and none for
-        tiny / cpu_demo / mini), 10% linear warm-up then linear decay, weight decay 0.01 and
+        AdamW at the model size's peak rate and layer-wise decay (3e-4 and none for small;
+        1e-4 and 0.8 for base; 5e-5 and none for an imported BERT-family encoder; 1e-3 and
+        none for tiny / cpu_demo / mini), 10% linear warm-up then linear decay, weight decay 0.01 and
         gradient clipping at 1.0. Batch your dataset as `finetune` would: 32, or 16 for an
         imported encoder (`recommended_batch_size`)."""
         self._auto_optimizer = isinstance(optimizer, str) and optimizer == "auto"
@@ -209,15 +219,18 @@ class ElectraClassifier(keras.Model):
         """Keras `fit`; `x` may be a `tf.data.Dataset` of (strings, labels), labels as ids or names.
 
         With the default optimizer it trains as `finetune` does (see `compile`), the schedule
-        spanning `epochs` x the steps per epoch; a NaN or infinite loss stops training with an
-        `ApiError` naming the step.
+        spanning `epochs` x the steps per epoch (without `epochs`: `recommended_epochs`, the size's
+        epochs raised on a small file to its floor of optimizer steps); a NaN or infinite loss stops
+        training with an `ApiError` naming the step.
         """
         if getattr(self, "_auto_optimizer", False):
             steps = self._steps_per_epoch(x, y, kwargs)
             if steps is None:
                 raise ApiError("fit() cannot tell how many steps an epoch has (a dataset of unknown length); "
                                "pass steps_per_epoch=, or compile(optimizer=...) with your own")
-            total = steps * int(kwargs.get("epochs", 1)) - steps * int(kwargs.get("initial_epoch", 0))
+            if "epochs" not in kwargs:
+                kwargs["epochs"] = self.recommended_epochs(steps)
+            total = steps * int(kwargs["epochs"]) - steps * int(kwargs.get("initial_epoch", 0))
             super().compile(optimizer=self.finetune_optimizer(max(1, total)), **self._compile_args)
             self._auto_optimizer = False  # a second fit() continues with this optimizer and its schedule
         if isinstance(x, tf.data.Dataset):

@@ -56,10 +56,10 @@ def define_flags(fv=None) -> None:
     string("vocab_file", None, "WordPiece vocabulary (default: <init>/vocab.txt).", flag_values=fv)
     flags.DEFINE_list("seed", ["1"], "Comma-separated seeds, one model each; the median over the seeds is "
                       "reported.", flag_values=fv)
-    real("learning_rate", None, "Peak lr (default: 1e-4 small/base, 5e-5 large and imported encoders, 1e-3 "
-         "tiny/cpu_demo/mini).", flag_values=fv)
-    real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8, 0.9 large; 1 = off, the default of "
-         "imported encoders and the CPU sizes).", flag_values=fv)
+    real("learning_rate", None, "Peak lr (default: 3e-4 small, 1e-4 base, 5e-5 large and imported encoders, "
+         "1e-3 tiny/cpu_demo/mini).", flag_values=fv)
+    real("layerwise_lr_decay", None, "Layer-wise lr decay d (default 0.8 base, 0.9 large; 1 = off, the default "
+         "of small, imported encoders and the CPU sizes).", flag_values=fv)
     boolean("reference_lr_power", D.reference_lr_power, "Reproduce the reference's extra factor d on every encoder layer "
             "(google-research/electra issue #51).", flag_values=fv)
     real("epochs", None, "Training epochs (default 3; 10 for RTE/STS-B; 2 for SQuAD).", flag_values=fv)
@@ -75,13 +75,16 @@ def define_flags(fv=None) -> None:
     integer("max_eval_examples", None, "Use only the first N dev examples.", flag_values=fv)
     integer("train_steps", None, "At most this many optimizer steps (default: the steps of --epochs; quick "
             "runs).", flag_values=fv)
+    integer("min_train_steps", None, "Train at least this many optimizer steps when the default epochs give "
+            "fewer (a small file); an explicit --epochs is taken as it is, 0 turns the floor off (default: "
+            "160 for the paper's sizes small, base, large; 0 for the others).", flag_values=fv)
     integer("eval_every", None, "The task's dev metrics every N optimizer steps during training (default: at the "
             "end only).", flag_values=fv)
     boolean("two_layer_head", D.two_layer_head, "Hugging Face two-layer classification head.", flag_values=fv)
     enum("pooling", None, ["cls", "mean"], "Classifier head input: the [CLS] vector or the mean over the tokens "
          "(default: the encoder's own where its config records one, as an imported sentence-transformers model's "
-         "does; else cls for the paper's sizes and imported encoders, mean for the CPU sizes tiny, cpu_demo and "
-         "mini).", flag_values=fv)
+         "does; else cls for base, large and imported encoders, mean for small and the CPU sizes tiny, cpu_demo "
+         "and mini).", flag_values=fv)
     integer("reinit_top_layers", D.reinit_top_layers, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
             "embeddings and lower blocks; helps small-data tasks).", flag_values=fv)
     boolean("double_unordered", D.double_unordered, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
@@ -120,7 +123,7 @@ def settings_from_flags(values) -> Settings:
             "weight_decay", "clip_norm", "max_train_examples", "max_eval_examples", "two_layer_head", "pooling",
             "reinit_top_layers", "double_unordered", "tagging_scheme", "doc_stride", "max_query_length",
             "n_best_size", "max_answer_length", "strategy", "num_cpu_devices", "mixed_precision", "jit_compile",
-            "tfds_data_dir", "do_lower_case", "eval_every", "overwrite")
+            "tfds_data_dir", "do_lower_case", "eval_every", "overwrite", "min_train_steps")
     settings = Settings(
         task=task.lower(), seeds=seeds, max_steps=values.train_steps,
         **{n: values[n].value for n in same},

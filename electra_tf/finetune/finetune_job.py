@@ -205,6 +205,9 @@ def resolve_init(s: Settings, task: FinetuneTask
         # A random encoder is built for the vocabulary it is given, as pre-training does.
         cfg = cfg.for_vocab(vocab_path)
     ref = task.reference_hparams(cfg.model_size, cfg.pooling)
+    if s.min_train_steps is None:
+        # The size's floor raises the default epochs only: an explicit --epochs is taken as it is.
+        s.min_train_steps = 0 if s.epochs is not None else ref["min_train_steps"]
     for key in RECIPE_DEFAULTS:
         if getattr(s, key) is None:
             setattr(s, key, ref[key])
@@ -241,7 +244,13 @@ def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: Fi
               "max_seq_length": task_default}
     total, per_epoch = train_steps(num_train, s, s.epochs)
     planned = max(1, int(round(per_epoch * s.epochs)))
-    steps = f"{planned} steps, {per_epoch} an epoch" + (f"; --train_steps stops at {total}" if total < planned else "")
+    steps = f"{planned} steps, {per_epoch} an epoch"
+    floor = s.min_train_steps or 0
+    if floor > planned:
+        why = "flag" if "min_train_steps" in given else f"{size}: a file this small would train too few steps"
+        steps += f"; raised to {floor} steps by --min_train_steps={floor} [{why}]"
+    if total < max(planned, floor):
+        steps += f"; --train_steps stops at {total}"
     shown = {"learning_rate": f"{s.learning_rate:g}", "epochs": f"{s.epochs:g} ({steps})",
              "batch_size": str(s.batch_size), "layerwise_lr_decay": f"{s.layerwise_lr_decay:g}"
              + (" (none)" if s.layerwise_lr_decay == 1 else ""),
@@ -279,6 +288,7 @@ def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
         with open(settings_path, encoding="utf-8") as f:
             before = json.load(f)
         recorded = before.pop(INPUTS_KEY, None)
+        before.setdefault("min_train_steps", 0)  # recorded before the floor existed: it trained without one
         changed = settings_conflicts(before, fixed)
         if changed:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
@@ -330,7 +340,7 @@ def run_task(s: Settings) -> Dict:
     problem = output_dir_problem(s.output_dir)
     if problem:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
-    given = [k for k in RECIPE_DEFAULTS if getattr(s, k) is not None]
+    given = [k for k in RECIPE_DEFAULTS + ("min_train_steps",) if getattr(s, k) is not None]
     weights, config_path, vocab_path, cfg, tokenizer = resolve_init(s, task)
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)

@@ -48,6 +48,9 @@ class Settings:
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
     max_steps: Optional[int] = None  # the flag --train_steps: at most this many optimizer steps
+    # The fewest optimizer steps the default epochs give (None: the size's floor when --epochs is
+    # unset, else 0; size_defaults.py).
+    min_train_steps: Optional[int] = None
     two_layer_head: bool = False
     pooling: Optional[str] = None  # classifier input: the [CLS] vector or "mean" of the tokens (None: by size)
     reinit_top_layers: int = 0  # re-draw the top N Transformer blocks after loading --init
@@ -107,6 +110,9 @@ def check_numbers(s: Settings) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
             raise FinetuneError(f"--{name}={shown} must be a positive number")
+    value = s.min_train_steps
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise FinetuneError(f"--min_train_steps={value} must be a non-negative integer (0: no floor)")
     for name, flag in (("max_train_examples", "max_train_examples"), ("max_eval_examples", "max_eval_examples"),
                        ("max_steps", "train_steps")):  # the field max_steps is the flag --train_steps
         value = getattr(s, name)

@@ -116,10 +116,10 @@ def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
 
 
 def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:
-    """(total optimizer steps, steps per epoch) for `epochs` over `n_train` examples, capped
-    by --train_steps."""
+    """(total optimizer steps, steps per epoch) for `epochs` over `n_train` examples, at least
+    --min_train_steps, capped by --train_steps."""
     steps_per_epoch = max(1, math.ceil(n_train / s.batch_size))
-    total = max(1, int(round(steps_per_epoch * epochs)))
+    total = max(1, int(round(steps_per_epoch * epochs)), getattr(s, "min_train_steps", None) or 0)
     if s.max_steps:
         total = min(total, s.max_steps)
     return total, steps_per_epoch

@@ -56,10 +56,21 @@ RUNGS = [
     # The same recipe pre-trained on lent GPUs a few minutes at a time and kept in the repository
     # (scripts/gpu/pretrain_small_imdb.py); its steps are what models/electra-small-imdb/ holds.
     Rung("small_electra_gpu_kept", "small", 128, 0, long_tasks=True, model_dir="models/electra-small-imdb"),
+    # An earlier point of the same run, for the curve: the 2-minute snapshot of the first loan
+    # (step 3,767), unpacked outside the repository first:
+    #   python scripts/gpu/pretrain_small_imdb.py unpack --files <its files> --model_dir runs/electra-small-imdb-step3767
+    Rung("small_electra_gpu_step3767", "small", 128, 0, long_tasks=True, model_dir="runs/electra-small-imdb-step3767"),
 ]
 
-# Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md).
+# Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md). A recipe passes its
+# settings as `finetune` flags; a setting it leaves out is `finetune`'s default for the model's size.
 RECIPES = {
+    # What a user gets with no recipe flags (electra_tf/finetune/size_defaults.py).
+    "defaults": dict(),
+    # The reference code's recipe (configure_finetuning.py: lr 1e-4, layer-wise decay 0.8, [CLS]) at
+    # the task's 3 epochs: 48 optimizer steps on 500 rows (Small's defaults before they had a floor).
+    "reference_3ep": dict(learning_rate=1e-4, epochs=3, pooling="cls", warmup_proportion=0.1,
+                          layerwise_lr_decay=0.8),
     "r1": dict(learning_rate=1e-3, epochs=10, pooling="mean", warmup_proportion=0.1, layerwise_lr_decay=1.0),
     # The paper's fine-tuning of ELECTRA-Small (lr 3e-4, layer-wise decay 0.8, [CLS]), 10 epochs
     # as for its small GLUE sets.
@@ -77,6 +88,16 @@ RECIPES.update({
     # The head at lr 1e-3 and each layer below at half the rate of the one above: a separate,
     # faster head learning rate.
     "r1_decay0.5": dict(_R1, layerwise_lr_decay=0.5),
+})
+# The kept ELECTRA-Small's recipes (docs/domain_study.md, "The kept ELECTRA-Small").
+RECIPES.update({
+    # r1 at the paper's learning rate for Small (its appendix, Table 7: 3e-4).
+    "r1_lr3e-4": dict(_R1, learning_rate=3e-4),
+    # The few-label practice (Mosbach et al. 2021; Zhang et al. 2021): more steps (20 epochs), Adam
+    # with bias correction (Keras' AdamW has it), the top blocks re-drawn before fine-tuning.
+    "fewlabel": dict(_R1, learning_rate=3e-4, epochs=20, reinit_top_layers=3),
+    # A diagnosis, not a recipe: the pre-trained embeddings under twelve freshly drawn blocks.
+    "r1_reinit12": dict(_R1, reinit_top_layers=12),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.

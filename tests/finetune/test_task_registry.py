@@ -50,21 +50,23 @@ def test_run_task_refuses_an_unknown_task_before_writing(tmp_path):
 
 
 @pytest.mark.parametrize("name, size, expected", [
-    ("sst2", "small", {"learning_rate": 1e-4, "layerwise_lr_decay": 0.8, "epochs": 3.0, "max_seq_length": 128, "pooling": "cls", "batch_size": 32}),
-    ("rte", "base", {"learning_rate": 1e-4, "layerwise_lr_decay": 0.8, "epochs": 10.0, "max_seq_length": 128, "pooling": "cls", "batch_size": 32}),
-    ("stsb", "large", {"learning_rate": 5e-5, "layerwise_lr_decay": 0.9, "epochs": 10.0, "max_seq_length": 128, "pooling": "cls", "batch_size": 32}),
-    ("squad2", "base", {"learning_rate": 1e-4, "layerwise_lr_decay": 0.8, "epochs": 2.0, "max_seq_length": 512, "pooling": "cls", "batch_size": 32}),
-    ("ner", "large", {"learning_rate": 5e-5, "layerwise_lr_decay": 0.9, "epochs": 3.0, "max_seq_length": 256, "pooling": "cls", "batch_size": 32}),
+    # ELECTRA-Small: the paper's lr for it, mean pooling, no decay, the few-label floor.
+    ("sst2", "small", {"learning_rate": 3e-4, "layerwise_lr_decay": 1.0, "epochs": 3.0, "max_seq_length": 128,
+                       "pooling": "mean", "batch_size": 32, "min_train_steps": 160}),
+    ("rte", "base", {"learning_rate": 1e-4, "layerwise_lr_decay": 0.8, "epochs": 10.0, "max_seq_length": 128, "pooling": "cls", "batch_size": 32, "min_train_steps": 160}),
+    ("stsb", "large", {"learning_rate": 5e-5, "layerwise_lr_decay": 0.9, "epochs": 10.0, "max_seq_length": 128, "pooling": "cls", "batch_size": 32, "min_train_steps": 160}),
+    ("squad2", "base", {"learning_rate": 1e-4, "layerwise_lr_decay": 0.8, "epochs": 2.0, "max_seq_length": 512, "pooling": "cls", "batch_size": 32, "min_train_steps": 160}),
+    ("ner", "large", {"learning_rate": 5e-5, "layerwise_lr_decay": 0.9, "epochs": 3.0, "max_seq_length": 256, "pooling": "cls", "batch_size": 32, "min_train_steps": 160}),
     # The CPU sizes: the recipe of docs/domain_study.md (at least 10 epochs on GLUE).
     ("sst2", "tiny", {"learning_rate": 1e-3, "layerwise_lr_decay": 1.0, "epochs": 10.0, "max_seq_length": 128,
-                      "pooling": "mean", "batch_size": 32}),
+                      "pooling": "mean", "batch_size": 32, "min_train_steps": 0}),
     ("rte", "mini", {"learning_rate": 1e-3, "layerwise_lr_decay": 1.0, "epochs": 10.0, "max_seq_length": 128,
-                     "pooling": "mean", "batch_size": 32}),
+                     "pooling": "mean", "batch_size": 32, "min_train_steps": 0}),
     ("squad2", "cpu_demo", {"learning_rate": 1e-3, "layerwise_lr_decay": 1.0, "epochs": 2.0, "max_seq_length": 512,
-                            "pooling": "mean", "batch_size": 32}),
+                            "pooling": "mean", "batch_size": 32, "min_train_steps": 0}),
     # An imported BERT-family encoder: the usual recipe of a public encoder (its own pooling: below).
     ("sst2", "imported", {"learning_rate": 5e-5, "layerwise_lr_decay": 1.0, "epochs": 3.0, "max_seq_length": 128,
-                          "pooling": "cls", "batch_size": 16}),
+                          "pooling": "cls", "batch_size": 16, "min_train_steps": 0}),
 ])
 def test_reference_hparams_come_from_the_task(name, size, expected):
     assert get_task(name).reference_hparams(size) == expected

@@ -113,7 +113,8 @@ class FinetuneTask(abc.ABC):
         defaults = sizes.for_size(model_size, pooling)
         epochs = (self.cpu_epochs or self.reference_epochs) if defaults.cpu_epochs else self.reference_epochs
         return dict(self.size_defaults(model_size, pooling), max_seq_length=self.reference_max_seq_length,
-                    layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs)
+                    layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs,
+                    min_train_steps=defaults.min_train_steps)
 
     def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
         """The files under --data_dir this task reads ("--data_dir:<file name>" -> path); their content
