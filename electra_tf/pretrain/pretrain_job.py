@@ -209,6 +209,8 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             f"{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}, "
             f"precision {policy}, jit_compile={bool(opts.jit_compile)}, "
             f"steps_per_execution={plan.steps_per_execution}")
+        if opts.jit_compile:
+            align_function_names()
         final_step, fit_seconds = trainer.fit(model, inputs.train, start_step)
         callback = trainer.callback
         plan.train_steps = callback.train_steps  # a --train_minutes run ends where it decided
@@ -225,6 +227,25 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
             summary["total_seconds"] = round(time.time() - started, 2)
             log(f"[{worker}] done at step {final_step}; the chief writes the model")
         return summary
+
+
+def align_function_names(block: int = 1 << 20) -> int:
+    """Moves TensorFlow's process-wide uid counter to the next multiple of `block`; returns it.
+
+    A traced function is named with that counter (`__inference_one_step_on_data_<uid>`), and
+    TensorFlow's persistent XLA cache (`TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR`) keys
+    a compiled step by that name. A resumed run restores a checkpoint where the run it resumes
+    loaded its --init weights, which uses up another count of uids; starting the train step's
+    trace at the same round number gives it the same name, so the resumed run loads the step
+    compiled before instead of compiling it again (minutes on a GPU).
+    """
+    from tensorflow.python.framework import ops
+
+    uid = ops.uid()
+    target = (uid // block + 1) * block
+    for _ in range(target - uid - 1):
+        ops.uid()
+    return target
 
 
 def _schedule(optimizer):

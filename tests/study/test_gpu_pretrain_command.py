@@ -1,8 +1,11 @@
-"""scripts/gpu/pretrain_small_imdb.py end to end on the CPU, made small: stage, receive, run, unpack,
-then a second run that continues from the kept weights (what the next lent GPU does)."""
+"""scripts/gpu/pretrain_small_imdb.py end to end on the CPU, made small: stage (vocabulary and shards
+built here, packed in call-sized pieces), receive, run, unpack; then a run that continues from the
+kept weights over two calls on the same machine (paused after a checkpoint, resumed by the next
+call, the compiled step taken from the persistent XLA cache), as the next lent GPU does."""
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,9 +18,9 @@ import pytest
 from helpers import error_lines
 
 SCRIPT = "scripts/gpu/pretrain_small_imdb.py"
-SMALL = ["--config", "tiny", "--pretrain_flags", "", "--xla_flags", "", "--vocab_size", "400", "--processes", "2",
-         "--batch", "16", "--warmup", "10", "--log_every", "10", "--snapshot_minutes", "0.1",
-         "--reserve_minutes", "0.2", "--out_part_mib", "0.25"]
+SMALL = ["--config", "tiny", "--pretrain_flags", "", "--xla_flags", "", "--batch", "16", "--warmup", "10",
+         "--log_every", "10", "--snapshot_minutes", "0.1", "--reserve_minutes", "0.3", "--pack_seconds", "0",
+         "--out_part_mib", "0.25"]
 
 
 def script(repo_root, env, *args, check=True):
@@ -47,6 +50,13 @@ def stored_dtypes(path):
     return found
 
 
+def load_script(repo_root):
+    spec = importlib.util.spec_from_file_location("pretrain_small_imdb", repo_root / SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def gpu_run(tmp_path_factory, repo_root, shared_data):
     root = tmp_path_factory.mktemp("gpu_command")
@@ -58,10 +68,11 @@ def gpu_run(tmp_path_factory, repo_root, shared_data):
     env = dict(os.environ, ELECTRA_GPU_STAGE=str(root / "stage"), ELECTRA_GPU_DIR=str(root / "device"),
                TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     env.pop("OUT", None)
-    staged = script(repo_root, env, "stage", "--no_tf", "--part_mib", "0.1", "--corpus", str(corpus))
-    received = script(repo_root, env, "receive")
     out, model = root / "out", root / "model"
-    first = script(repo_root, env, "run", "--out", str(out), "--model_dir", str(model), "--budget_minutes", "1.1",
+    staged = script(repo_root, env, "stage", "--no_tf", "--part_mib", "0.1", "--corpus", str(corpus),
+                    "--model_dir", str(model), "--vocab_size", "400")
+    received = script(repo_root, env, "receive")
+    first = script(repo_root, env, "run", "--out", str(out), "--model_dir", str(model), "--budget_minutes", "0.7",
                    *SMALL)
     files = sorted(os.listdir(out))
     manifest = json.loads((out / "snapshot_parts.json").read_text())
@@ -74,20 +85,55 @@ def gpu_run(tmp_path_factory, repo_root, shared_data):
                 fp32_final=fp32_final, first_weights=first_weights)
 
 
-def test_stage_cuts_the_corpus_into_call_sized_parts_and_receive_joins_them(gpu_run):
-    stage = gpu_run["root"] / "stage"
-    folders = sorted(p for p in stage.iterdir() if p.name.startswith("corpus_"))
-    assert len(folders) >= 2
+def test_stage_builds_the_data_here_and_cuts_it_into_call_sized_pieces_that_receive_joins(gpu_run):
+    stage, device = gpu_run["root"] / "stage", gpu_run["root"] / "device"
+    assert "vocabulary: " not in gpu_run["staged"].stdout  # a new model: its vocabulary is learned here
+    record = json.loads((stage / "data" / "data.json").read_text())
+    assert record["vocab_size"] == 400 and record["seq"] == 128 and record["examples"] > 100
+    folders = sorted(p for p in stage.iterdir() if p.name.startswith("data_"))
+    assert len(folders) >= 2 and json.loads((stage / "calls.json").read_text()) == [[f.name] for f in folders]
     for folder in folders:
-        assert sum(p.stat().st_size for p in folder.iterdir()) <= int(0.1 * 2**20) + 200  # a part, plus its checksum line
-    corpus_dir = gpu_run["root"] / "device" / "corpus"
-    assert sorted(p.name for p in corpus_dir.iterdir()) == ["reviews.txt.gz", "reviews.txt.gz.sha256"]
-    assert digest(corpus_dir / "reviews.txt.gz") == digest(gpu_run["corpus"])
+        piece, = folder.glob("data.tar.xz.*")
+        assert piece.stat().st_size <= int(0.1 * 2**20)
+    assert not (device / "data_parts" / "data.tar.xz").exists()  # joined, checked, unpacked, removed
+    # What the GPU machine trains on is what was built here, byte for byte.
+    built = sorted(p.relative_to(stage / "data") for p in (stage / "data").rglob("*") if p.is_file())
+    assert built == sorted(p.relative_to(device / "data") for p in (device / "data").rglob("*")
+                           if p.is_file() and p.name != ".archive_sha256")
+    for name in built:
+        assert digest(stage / "data" / name) == digest(device / "data" / name)
+    assert "build_vocab" not in gpu_run["first"].stdout and "build_pretraining_data" not in gpu_run["first"].stdout
+
+
+def test_the_data_goes_into_the_room_the_last_tensorflow_part_leaves(repo_root):
+    plan = load_script(repo_root).plan_calls
+    mib = 2**20
+    assert plan([("tf_part_00", 30 * mib), ("tf_part_01", 12 * mib)], 40 * mib, 30 * mib) == [
+        (["tf_part_00"], 0), (["tf_part_01", "data_00"], 18 * mib), (["data_01"], 22 * mib)]
+    assert plan([], 5, 2) == [(["data_00"], 2), (["data_01"], 2), (["data_02"], 1)]
+
+
+def test_a_damaged_data_piece_is_refused_by_receive(gpu_run, repo_root, tmp_path):
+    stage = tmp_path / "stage"
+    for folder in (gpu_run["root"] / "stage").glob("data_*"):
+        (stage / folder.name).mkdir(parents=True)
+        for item in folder.iterdir():
+            (stage / folder.name / item.name).write_bytes(item.read_bytes())
+    piece = sorted(stage.glob("data_01/data.tar.xz.*"))[0]
+    data = bytearray(piece.read_bytes())
+    data[10] ^= 0xFF
+    piece.write_bytes(bytes(data))
+    env = dict(gpu_run["env"], ELECTRA_GPU_STAGE=str(stage), ELECTRA_GPU_DIR=str(tmp_path / "device"))
+    proc = script(repo_root, env, "receive", check=False)
+    assert proc.returncode == 2
+    assert error_lines(proc.stderr) == [f"error: {piece} is damaged (sha256 differs from data_parts.json); "
+                                        f"carry it again"]
+    assert not (tmp_path / "device" / "data").exists()
 
 
 def test_run_returns_the_newest_snapshot_in_small_parts_and_its_log(gpu_run):
     files, manifest, out = gpu_run["files"], gpu_run["manifest"], gpu_run["out"]
-    assert len(files) <= 8  # what a device call may return
+    assert sum(1 for p in out.rglob("*") if p.is_file()) <= 8  # what a device call may return
     assert "pretrain.log" in files and "snapshot_parts.json" in files
     assert len(manifest["parts"]) >= 2
     for part in manifest["parts"]:
@@ -115,17 +161,45 @@ def test_unpack_keeps_float16_weights_of_the_last_step_with_a_history_row(gpu_ru
     assert f"| {row['steps']:,} | {row['cumulative_steps']:,} |" in readme
 
 
-def test_a_second_run_continues_from_the_kept_weights_and_adds_up(gpu_run, repo_root):
-    env, out, model = gpu_run["env"], gpu_run["root"] / "out2", gpu_run["model"]
-    second = script(repo_root, env, "run", "--out", str(out), "--model_dir", str(model), "--budget_minutes", "0.9",
-                    *SMALL)
-    assert f"continuing from {model}" in second.stdout
-    assert "--init: discriminator loaded" in second.stdout and "--init: generator loaded" in second.stdout
-    script(repo_root, env, "unpack", "--files", str(out), "--model_dir", str(model), "--no_heldout")
-    first, latest = json.loads((model / "history.json").read_text())
-    assert first == gpu_run["first_history"][0]
-    assert latest["cumulative_steps"] == first["steps"] + latest["steps"]
-    assert latest["cumulative_flops"] == pytest.approx(first["flops"] + latest["flops"])
+def cache_entries(gpu_run):
+    return sorted(p.name for p in (gpu_run["root"] / "device" / "xla_cache").iterdir())
+
+
+def test_a_run_over_two_calls_pauses_after_a_checkpoint_and_resumes_with_the_cached_compile(gpu_run, repo_root):
+    """The next GPU's calls: a run continued from the kept weights, planned for this call and the
+    next (--next_minutes), paused by this call's end right after a checkpoint; the next call's same
+    command resumes it on the same machine towards the same last step, where the rate reaches 0,
+    and finds its compiled step in the persistent XLA cache."""
+    env, model = gpu_run["env"], gpu_run["model"]
+    work, out1, out2 = gpu_run["root"] / "device" / "run", gpu_run["root"] / "out2", gpu_run["root"] / "out3"
+    flags = [*SMALL, "--pretrain_flags=--jit_compile", "--save_every", "10", "--pack_seconds", "3"]
+    before = set(cache_entries(gpu_run))
+    first = script(repo_root, env, "run", "--out", str(out1), "--model_dir", str(model), "--budget_minutes", "0.75",
+                   "--next_minutes", "0.3", *flags)
+    assert f"continuing from {model}" in first.stdout and "--init: discriminator loaded" in first.stdout
+    assert "planned with 0.3 more in the next call" in first.stdout and "paused (" in first.stdout
+    end = json.loads((work / "pretrain" / "time_budget.json").read_text())["end_step"]
+    state = json.loads((work / "call_state.json").read_text())
+    paused_at = state["calls"][0]["checkpoint_step"]
+    assert state["finished"] is False and 10 <= paused_at < end and paused_at % 10 == 0
+    compiled = set(cache_entries(gpu_run)) - before
+    assert compiled  # the train step's executable, written by the first call
+    assert sum(1 for p in out1.rglob("*") if p.is_file()) <= 8
+
+    second = script(repo_root, env, "run", "--out", str(out2), "--model_dir", str(model), "--budget_minutes", "0.9",
+                    *flags)
+    assert f"from its checkpoint at step {paused_at}" in second.stdout
+    assert f"resuming from {work}/pretrain/checkpoints/ckpt-{paused_at:08d}.weights.h5 at step {paused_at}" \
+        in second.stdout
+    assert f"step {end}/{end} " in second.stdout and " lr=0 " in second.stdout  # the decay ends at 0 there
+    assert "paused (" not in second.stdout and json.loads((work / "call_state.json").read_text())["finished"]
+    assert set(cache_entries(gpu_run)) == before | compiled  # nothing compiled again: all from the cache
+
+    script(repo_root, env, "unpack", "--files", str(out2), "--model_dir", str(model), "--no_heldout")
+    first_row, latest = json.loads((model / "history.json").read_text())
+    assert first_row == gpu_run["first_history"][0]
+    assert latest["steps"] == end and latest["cumulative_steps"] == first_row["steps"] + end
+    assert latest["cumulative_flops"] == pytest.approx(first_row["flops"] + latest["flops"])
     # Unpacking a from-scratch run onto a model that already has a history is refused.
     proc = script(repo_root, env, "unpack", "--files", str(gpu_run["out"]), "--model_dir", str(model), "--no_heldout",
                   check=False)
