@@ -188,7 +188,7 @@ def bench_one(shards: Path, vocab: Path, config, batch: int, precision: str, jit
                 self.model.stop_training = True
 
     steps = max_steps - max_steps % steps_per_execution
-    model.fit(data, epochs=1, steps_per_epoch=steps, callbacks=[clock, Stop()], verbose=0)
+    model.fit(data, epochs=1, steps_per_epoch=steps, callbacks=[clock, Stop()], verbose=0, shuffle=False)
     (first_step, first_end), (last_step, last_end) = clock.ends[0], clock.ends[-1]
     rate = (last_step - first_step) * batch / (last_end - first_end) if last_step > first_step else None
     return {"batch": batch, "steps_per_execution": steps_per_execution, "precision": precision, "jit_compile": jit,
