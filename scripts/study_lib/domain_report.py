@@ -105,20 +105,23 @@ def write(work: Path, rungs) -> None:
             if not key.startswith(f"ft:{rung.name}:"):
                 continue
             task, recipe = cell["task"], cell["recipe"]
-            rnd = cells.get(f"ft:{pre.get('random_init', f'random_{rung.size}')}:{task}:{recipe}")
-            if rnd is None:
-                continue
-            gain = cell["median"] - rnd["median"]
+            suffix = key[len(f"ft:{rung.name}:{task}:{recipe}"):]  # ":seeds1" for a cell of other seeds
+            random_key = f"ft:{pre.get('random_init', f'random_{rung.size}')}:{task}:{recipe}"
+            rnd = cells.get(random_key + suffix) or cells.get(random_key)
             tfidf = cells.get(f"tfidf:{ladder.task_data(task)}:{ladder.task_seq(task)}", {}).get("accuracy", "")
             pp = cells.get(f"probe:{rung.name}:{task}")
             pr = cells.get(f"probe:{pre.get('random_init', f'random_{rung.size}')}:{task}")
             probe_txt = (f"{pp['embeddings_mean']:.1f}, {pp['last_mean']:.1f} / "
                          f"{pr['embeddings_mean']:.1f}, {pr['last_mean']:.1f}") if pp and pr else ""
+            random_txt = (f"{rnd['median']:.2f} ({'/'.join(f'{a:.2f}' for a in rnd['seeds'])})" if rnd else "–")
+            gain_txt = f"{cell['median'] - rnd['median']:+.2f}" if rnd else "–"
             lines.append(
                 f"| {rung.name} | {rung.size} | {rung.seq} | {pre['steps']:,} | {pre['flops']:.2e} | "
                 f"{pre['seconds']:.0f} | {recipe} | {TASK_LABELS[task]} | {cell['median']:.2f} "
-                f"({'/'.join(f'{a:.2f}' for a in cell['seeds'])}) | {rnd['median']:.2f} "
-                f"({'/'.join(f'{a:.2f}' for a in rnd['seeds'])}) | {gain:+.2f} | {tfidf} | {probe_txt} |")
+                f"({'/'.join(f'{a:.2f}' for a in cell['seeds'])}) | {random_txt} | {gain_txt} | {tfidf} | {probe_txt} |")
+            if rnd is None:
+                continue
+            gain = cell["median"] - rnd["median"]
             if recipe not in ("r1", "paper"):
                 continue  # the fine-tuning levers are a table, not the curve
             # One line per setting: a rung pre-trained at another length is its own series.
