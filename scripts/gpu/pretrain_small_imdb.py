@@ -61,9 +61,9 @@ MANIFEST = "snapshot_parts.json"  # in --out: which parts make the newest snapsh
 LOG_FILE = "pretrain.log"
 HISTORY_FILE = "history.json"
 DATA_RECORD = "data.json"  # in the staged data folder: what the shards were built from
-DATA_PARTS = "data_parts.json"
+DATA_PARTS = "data_parts.json"  # in each data_NN folder: the archive's and its pieces' sha256
 RUN_STATE = "call_state.json"  # in run's work folder: the pre-training command and the calls so far
-MAX_RETURNED_FILES = 8  # what one device call returns from $OUT  # in each data_NN folder: the archive's and its pieces' sha256
+MAX_RETURNED_FILES = 8  # what one device call returns from $OUT
 
 # The recipe (configs/small.json plus these): the paper's ELECTRA-Small, with the sampling
 # temperature of the later ELECTRA code, and a warm-up of 1,200 steps (shorter warm-ups let a
@@ -126,7 +126,8 @@ def build_data(corpus: list, model_dir: Path, work: Path, vocab_size: int, seq: 
     record = {"seq": seq, "vocab_sha256": sha256(vocab), "vocab_size": sum(1 for _ in open(vocab, encoding="utf-8")),
               "examples": manifest.get("num_examples"), "corpus": [p.name for p in corpus],
               "continues": str(model_dir) if model_dir_has_weights(model_dir) else None,
-              "vocab_seconds": round(vocab_seconds, 1), "shards_seconds": round(time.time() - started - vocab_seconds, 1)}
+              "vocab_seconds": round(vocab_seconds, 1),
+              "shards_seconds": round(time.time() - started - vocab_seconds, 1)}
     (work / DATA_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
 
@@ -206,7 +207,8 @@ def stage(args) -> None:
     (STAGE / "calls.json").write_text(json.dumps([folders for folders, _ in calls], indent=1) + "\n")
     say(f"{len(calls)} calls, each carrying its folders (the last one runs `install` and `run`):")
     for i, (folders, _) in enumerate(calls):
-        print("  " + json.dumps([f".gpu_stage/{f}" for f in folders]) + ("   <- with run" if i == len(calls) - 1 else ""))
+        last = "   <- with run" if i == len(calls) - 1 else ""
+        print("  " + json.dumps([f".gpu_stage/{f}" for f in folders]) + last)
 
 
 # -------------------------------------------------------------------------------------- receive

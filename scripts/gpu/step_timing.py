@@ -6,8 +6,9 @@ compile with jit_compile and steps_per_execution, the training reader with its s
 
   breakdown(...)  the first step cut into its parts, each timed on its own: the shuffle buffer's
                   fill (the first batch of a fresh iterator), tracing the train step into a graph,
-                  the XLA compile (the first call less a steady step), the generator's sampling
-                  (compiled and run alone), and a steady step.
+                  lowering it to XLA's HLO, the XLA compile (the first call less a steady step; the
+                  lowering is inside it), the generator's sampling (compiled and run alone), and a
+                  steady step.
   bench(...)      for each batch size, a real `model.fit` with steps_per_execution: seconds to the
                   end of the first execution (trace, compile, data fill and the first steps) and
                   examples/s after it, within a wall-clock budget.
@@ -108,6 +109,14 @@ def breakdown(shards: Path, vocab: Path, config, batch: int, precision: str, jit
     result["trace_s"] = time.perf_counter() - t0
     result["graph_ops"] = len(concrete.graph.get_operations())
     log(f"tracing the train step: {result['trace_s']:.1f}s ({result['graph_ops']:,} graph ops)")
+    if jit:
+        # TensorFlow's graph lowered to XLA's HLO: part of every first call, a cached one included
+        # (the persistent cache is keyed by the HLO, so it is built before the cache is asked).
+        t0 = time.perf_counter()
+        step.experimental_get_compiler_ir(data)(stage="hlo")
+        result["lowering_to_hlo_s"] = time.perf_counter() - t0
+        log(f"lowering the traced graph to XLA HLO (inside the first call, also when the compiled step is "
+            f"cached): {result['lowering_to_hlo_s']:.1f}s")
     t0 = time.perf_counter()
     out = step(data)
     float(out["loss"])
