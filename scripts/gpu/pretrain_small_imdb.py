@@ -434,11 +434,11 @@ def run(args) -> None:
                  "date": datetime.date.today().isoformat(), "batch_size": args.batch, "seq": args.seq}
         say(f"pre-training for {left:.2f} minutes on {extra['device']}"
             + (f", planned with {args.next_minutes:g} more in the next call" if args.next_minutes else ""))
-        state = {"flags": flags, "extra": extra, "finished": False, "calls": []}
+        state = {"flags": flags, "extra": extra, "xla_flags": args.xla_flags, "finished": False, "calls": []}
     write_json(state_path, state)
 
     env = dict(os.environ)
-    xla_flags = extra.get("xla_flags") or ""
+    xla_flags = state.get("xla_flags") or ""  # what the run began with: a resumed run compiles alike
     if xla_flags:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flags).strip()
     cache = Path(args.xla_cache) if args.xla_cache else None
