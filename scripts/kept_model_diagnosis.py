@@ -97,8 +97,6 @@ def measure_lengths(args) -> Dict:
     import subprocess
     import tempfile
 
-    import tensorflow as tf
-
     with tempfile.TemporaryDirectory() as tmp:
         text = Path(tmp) / "corpus.txt"
         with gzip.open(SHARED / "corpus" / "imdb.train.txt.gz", "rt", encoding="utf-8") as f, \
@@ -113,16 +111,15 @@ def measure_lengths(args) -> Dict:
                                "--vocab_file", os.path.join(args.kept, "vocab.txt"), "--output_dir",
                                f"{tmp}/shards", "--max_seq_length", "128", "--num_shards", "1", "--progress=false"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        from electra_tf.data.reader import pretraining_dataset  # noqa: F401  (the format's reader)
-        lengths, before_sep = [], []
+        from electra_tf.data.reader import pretraining_dataset  # batch 1: its batches drop a remainder
+        from electra_tf.models.saving import load_config
+
         vocab = Path(args.kept, "vocab.txt").read_text(encoding="utf-8").split("\n")
-        files = sorted(str(p) for p in Path(tmp, "shards").glob("*.tfrecord*"))
-        feature = {"input_ids": tf.io.FixedLenFeature([128], tf.int64)}
-        for record in tf.data.TFRecordDataset(files, compression_type=None if not files[0].endswith("gz") else "GZIP"):
-            ids = tf.io.parse_single_example(record, feature)["input_ids"].numpy()
-            n = int((ids != 0).sum())
-            lengths.append(n)
-            before_sep.append(vocab[ids[n - 2]])
+        lengths, before_sep = [], []
+        for batch in pretraining_dataset(f"{tmp}/shards", load_config(args.kept), 1, training=False):
+            for ids, n in zip(batch["input_ids"].numpy(), batch["input_mask"].numpy().sum(1)):
+                lengths.append(int(n))
+                before_sep.append(vocab[ids[n - 2]])
     lengths = np.array(lengths)
     sentence_end = np.mean([t in (".", "!", "?", '"', ")") for t in before_sep])
     return {"examples": int(len(lengths)), "full_share": float((lengths == 128).mean()),
