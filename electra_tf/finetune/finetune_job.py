@@ -288,7 +288,8 @@ def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
         with open(settings_path, encoding="utf-8") as f:
             before = json.load(f)
         recorded = before.pop(INPUTS_KEY, None)
-        before.setdefault("min_train_steps", 0)  # recorded before the floor existed: it trained without one
+        if before.get("min_train_steps") is None:  # recorded before the floor existed: it trained without one
+            before["min_train_steps"] = 0
         changed = settings_conflicts(before, fixed)
         if changed:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "

@@ -772,8 +772,7 @@ def timing(args) -> None:
     if data is None:
         die(f"no staged data in {' or '.join(map(str, candidates))}; run `stage` (and `receive` on the GPU "
             f"machine), or pass --data")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import step_timing
+    from scripts.gpu import step_timing  # the checkout's root is on the path: the editable install here, PYTHONPATH there
 
     record = json.loads((data / DATA_RECORD).read_text())
     config = step_timing.load_config(args.config, data / "vocab.txt", record["seq"], RECIPE,
