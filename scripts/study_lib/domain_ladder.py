@@ -98,6 +98,9 @@ RECIPES.update({
     "fewlabel": dict(_R1, learning_rate=3e-4, epochs=20, reinit_top_layers=3),
     # A diagnosis, not a recipe: the pre-trained embeddings under twelve freshly drawn blocks.
     "r1_reinit12": dict(_R1, reinit_top_layers=12),
+    # The same diagnosis under the defaults: what the defaults would give if they kept only the
+    # pre-trained embeddings.
+    "defaults_reinit12": dict(reinit_top_layers=12),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.
