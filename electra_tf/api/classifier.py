@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import List, Optional, Sequence
@@ -34,15 +35,18 @@ from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.finetune.model_recipe import read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
+from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as reinit_top_layers_of
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
-from electra_tf.finetune.settings import Settings
+from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
 from electra_tf.finetune.training_setup import make_optimizer
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
 
+log = logging.getLogger(__name__)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -124,7 +128,8 @@ class ElectraClassifier(keras.Model):
     # ------------------------------------------------------------------ loading
     @classmethod
     def from_pretrained(cls, path: str, num_classes: Optional[int] = None, labels: Optional[Sequence[str]] = None,
-                        sequence_length: Optional[int] = None, **kwargs) -> "ElectraClassifier":
+                        sequence_length: Optional[int] = None, reinit_top_layers: Optional[int] = None,
+                        **kwargs) -> "ElectraClassifier":
         """An `ElectraClassifier` on the encoder of `path`.
 
         Args:
@@ -136,6 +141,12 @@ class ElectraClassifier(keras.Model):
             for a pre-trained model).
           sequence_length: default: the fine-tuning length, else 128 (capped by
             the model's positions).
+          reinit_top_layers: re-draw the top N Transformer blocks of a pre-trained
+            encoder (as `finetune --reinit_top_layers`); default: the model folder's
+            `finetune_recipe.json` where it sets one, else 0. That file may also set
+            the optimizer's rate and layer-wise decay, the pooling, the batch and the
+            step floor that `fit` uses (electra_tf/finetune/model_recipe.py); an
+            argument (pooling=...) or your own `compile` overrides them.
           **kwargs: further `ElectraClassifier` arguments (pooling, regression, ...).
         """
         found = locate(path)
@@ -151,7 +162,21 @@ class ElectraClassifier(keras.Model):
             labels = meta.get("labels")
         seq = sequence_length or meta.get("max_seq_length") or min(128, found.config.max_position_embeddings)
         kwargs.setdefault("do_lower_case", found.do_lower_case)
+        recipe = None
+        if not found.fine_tuned:  # a fine-tuned folder carries its own head and settings
+            try:
+                recipe, note = read_model_recipe(found.model_dir)
+            except FinetuneError as e:
+                raise ApiError(str(e)) from None
+            if note:
+                log.warning(note)
+        chosen = dict(recipe.settings) if recipe else {}
+        if reinit_top_layers is not None:
+            chosen["reinit_top_layers"] = reinit_top_layers
+        if "pooling" in chosen:
+            kwargs.setdefault("pooling", chosen["pooling"])
         model = cls(found.config, found.vocab, labels=labels, num_classes=num_classes, sequence_length=seq, **kwargs)
+        model._size_defaults.update({k: v for k, v in chosen.items() if k in model._size_defaults})
         if same_head:
             load_weights_only(model.backbone, found.weights)  # encoder + head, as fine-tuning saved them
         elif found.fine_tuned:
@@ -159,6 +184,14 @@ class ElectraClassifier(keras.Model):
             model.encoder.set_weights(encoder.get_weights())
         else:
             load_encoder_weights(model.encoder, found.weights)
+        n = int(chosen.get("reinit_top_layers", 0))
+        if not 0 <= n <= found.config.num_hidden_layers:
+            raise ApiError(f"reinit_top_layers={n} must be between 0 and the encoder's "
+                           f"{found.config.num_hidden_layers} layers")
+        if n and not same_head:
+            reinit_top_layers_of(model.encoder, found.config, n)
+        if recipe:
+            log.info("%s: %s", recipe.path, recipe.why)
         return model
 
     # ------------------------------------------------------------------ Keras

@@ -86,7 +86,9 @@ def define_flags(fv=None) -> None:
          "does; else cls for base, large and imported encoders, mean for small and the CPU sizes tiny, cpu_demo "
          "and mini).", flag_values=fv)
     integer("reinit_top_layers", D.reinit_top_layers, "Re-initialise the top N Transformer blocks after loading --init (keeps the "
-            "embeddings and lower blocks; helps small-data tasks).", flag_values=fv)
+            "embeddings and lower blocks; helps small-data tasks). Default: the model folder's finetune_recipe.json "
+            "where it sets one (it may also set the learning rate, layer-wise decay, pooling, batch and step floor; "
+            "a flag overrides each), else 0.", flag_values=fv)
     boolean("double_unordered", D.double_unordered, "MRPC/STS-B: also train on swapped sentence pairs (reference).",
             flag_values=fv)
     enum("tagging_scheme", D.tagging_scheme, ["BIO", "BIOES"], "Span scheme for tagging tasks.", flag_values=fv)

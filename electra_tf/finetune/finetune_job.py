@@ -42,6 +42,7 @@ from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
+from electra_tf.finetune.model_recipe import ModelRecipe, read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
 from electra_tf.finetune.modeling.task_models import build_and_call
 from electra_tf.finetune.tasks.task_registry import get_task
@@ -193,11 +194,12 @@ def format_table(task: str, results: List[Dict], median: Dict[str, float],
 
 
 def resolve_init(s: Settings, task: FinetuneTask
-                 ) -> Tuple[Optional[str], str, str, ElectraConfig, FinetuneTokenizer]:
-    """Finds the --init files, fills the reference defaults into `s` and checks they fit.
+                 ) -> Tuple[Optional[str], str, str, ElectraConfig, FinetuneTokenizer, Optional[ModelRecipe]]:
+    """Finds the --init files, fills the defaults into `s` (the model folder's recipe, then the
+    size's) and checks they fit.
 
     Returns:
-      (weights or None, config path, vocab path, config, tokenizer).
+      (weights or None, config path, vocab path, config, tokenizer, the model folder's recipe or None).
     """
     weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
     cfg = ElectraConfig.from_json(config_path)
@@ -205,6 +207,15 @@ def resolve_init(s: Settings, task: FinetuneTask
         # A random encoder is built for the vocabulary it is given, as pre-training does.
         cfg = cfg.for_vocab(vocab_path)
     ref = task.reference_hparams(cfg.model_size, cfg.pooling)
+    # The model folder's own recipe (model_recipe.py) comes before the size's; a flag before both.
+    recipe, note = read_model_recipe(os.path.dirname(weights) if weights else None)
+    if note:
+        print(f"note: {note}", flush=True)
+    for key, value in (recipe.settings.items() if recipe else ()):
+        if getattr(s, key) is None:
+            setattr(s, key, value)
+    if s.reinit_top_layers is None:
+        s.reinit_top_layers = 0
     if s.min_train_steps is None:
         # The size's floor raises the default epochs only: an explicit --epochs is taken as it is.
         s.min_train_steps = 0 if s.epochs is not None else ref["min_train_steps"]
@@ -221,11 +232,11 @@ def resolve_init(s: Settings, task: FinetuneTask
     if tokenizer.vocab_size != cfg.vocab_size:
         raise FinetuneError(f"vocab file {vocab_path} has {tokenizer.vocab_size} tokens but the config says "
                             f"vocab_size={cfg.vocab_size}; pass the pre-training vocabulary")
-    return weights, config_path, vocab_path, cfg, tokenizer
+    return weights, config_path, vocab_path, cfg, tokenizer, recipe
 
 
 def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: FinetuneTask,
-                 num_train: int) -> List[str]:
+                 num_train: int, recipe: Optional[ModelRecipe] = None) -> List[str]:
     """The run's opening lines on its recipe: each setting's value and where it came from.
 
     Args:
@@ -234,6 +245,7 @@ def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: Fi
       cfg: the encoder's config (its model_size picked the defaults, its pooling the read-out).
       task: the task (its epochs and sequence length are the task's defaults).
       num_train: training examples (for the step counts).
+      recipe: the model folder's own recipe, where it set the defaults.
     """
     size = size_defaults.source_of(cfg.model_size)
     task_default = f"default for {task.name}"
@@ -241,13 +253,16 @@ def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: Fi
               "epochs": f"{cfg.model_size} default for {task.name}" if size_defaults.for_size(cfg.model_size).cpu_epochs
               else task_default,
               "pooling": "the encoder's own: its config.json records pooling" if cfg.pooling else size,
-              "max_seq_length": task_default}
+              "max_seq_length": task_default, "min_train_steps": size}
+    for key in (recipe.settings if recipe else ()):
+        origin[key] = f"the model's {os.path.basename(recipe.path)}"
     total, per_epoch = train_steps(num_train, s, s.epochs)
     planned = max(1, int(round(per_epoch * s.epochs)))
     steps = f"{planned} steps, {per_epoch} an epoch"
     floor = s.min_train_steps or 0
     if floor > planned:
-        why = "flag" if "min_train_steps" in given else f"{size}: a file this small would train too few steps"
+        why = ("flag" if "min_train_steps" in given else origin["min_train_steps"] if recipe and "min_train_steps"
+               in recipe.settings else f"{size}: a file this small would train too few steps")
         steps += f"; raised to {floor} steps by --min_train_steps={floor} [{why}]"
     if total < max(planned, floor):
         steps += f"; --train_steps stops at {total}"
@@ -260,6 +275,11 @@ def recipe_lines(s: Settings, given: Sequence[str], cfg: ElectraConfig, task: Fi
     lines = [f"recipe (model_size {cfg.model_size!r}; a flag overrides each):"]
     for key in keys:
         lines.append(f"  --{key}={shown[key]}  [{'flag' if key in given else origin[key]}]")
+    if s.reinit_top_layers or "reinit_top_layers" in given:
+        lines.append(f"  --reinit_top_layers={s.reinit_top_layers} (the top blocks re-drawn after loading)  ["
+                     + ("flag" if "reinit_top_layers" in given else origin.get("reinit_top_layers", "default")) + "]")
+    if recipe and any(k not in given for k in recipe.settings):
+        lines.append(f"  the model's own recipe ({recipe.path}): {recipe.why}")
     d = Settings.defaults()
     warmup = max(0, int(round(total * s.warmup_proportion)))
     lines.append(f"  --warmup_proportion={s.warmup_proportion:g} ({warmup} steps), --weight_decay={s.weight_decay:g}, "
@@ -288,8 +308,9 @@ def _resumable_settings(s: Settings, inputs: Dict) -> Tuple[Dict, str]:
         with open(settings_path, encoding="utf-8") as f:
             before = json.load(f)
         recorded = before.pop(INPUTS_KEY, None)
-        if before.get("min_train_steps") is None:  # recorded before the floor existed: it trained without one
-            before["min_train_steps"] = 0
+        for key in ("min_train_steps", "reinit_top_layers"):  # unset or unrecorded (before the floor existed): 0
+            if before.get(key) is None:
+                before[key] = 0
         changed = settings_conflicts(before, fixed)
         if changed:
             raise FinetuneError(f"--output_dir {s.output_dir} holds a fine-tuning run with other settings "
@@ -341,22 +362,23 @@ def run_task(s: Settings) -> Dict:
     problem = output_dir_problem(s.output_dir)
     if problem:
         raise FinetuneError(f"cannot write to --output_dir '{s.output_dir}' ({problem}); choose a writable directory")
-    given = [k for k in RECIPE_DEFAULTS + ("min_train_steps",) if getattr(s, k) is not None]
-    weights, config_path, vocab_path, cfg, tokenizer = resolve_init(s, task)
+    given = [k for k in RECIPE_DEFAULTS + ("min_train_steps", "reinit_top_layers") if getattr(s, k) is not None]
+    weights, config_path, vocab_path, cfg, tokenizer, recipe = resolve_init(s, task)
     check_intervals(s)
     check_reinit(s, cfg.num_hidden_layers)
     fixed, settings_path = _resumable_settings(s, fingerprints(input_files(s, task, weights, config_path, vocab_path)))
     with precision_policy(PRECISION_POLICIES[s.mixed_precision]):
-        return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path, given)
+        return _run_seeds(s, task, weights, config_path, vocab_path, cfg, tokenizer, fixed, settings_path, given,
+                          recipe)
 
 
 def _run_seeds(s: Settings, task: FinetuneTask, weights, config_path, vocab_path, cfg, tokenizer, fixed,
-               settings_path, given: Sequence[str] = ()) -> Dict:
+               settings_path, given: Sequence[str] = (), recipe: Optional[ModelRecipe] = None) -> Dict:
     """The second half of `run_task`: data once, then every seed, under the run's dtype policy."""
     data = task.prepare_data(s, tokenizer)
     for line in task.summary_lines(data, cfg.max_position_embeddings):
         print(line, flush=True)
-    for line in recipe_lines(s, given, cfg, task, data.num_train):
+    for line in recipe_lines(s, given, cfg, task, data.num_train, recipe):
         print(line, flush=True)
     if s.overwrite:
         _start_over(s.output_dir)

@@ -53,7 +53,9 @@ class Settings:
     min_train_steps: Optional[int] = None
     two_layer_head: bool = False
     pooling: Optional[str] = None  # classifier input: the [CLS] vector or "mean" of the tokens (None: by size)
-    reinit_top_layers: int = 0  # re-draw the top N Transformer blocks after loading --init
+    # Re-draw the top N Transformer blocks after loading --init (None: the model folder's
+    # finetune_recipe.json, else 0; model_recipe.py).
+    reinit_top_layers: Optional[int] = None
     double_unordered: bool = True
     tagging_scheme: str = "BIO"
     doc_stride: int = 128

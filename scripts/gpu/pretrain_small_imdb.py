@@ -669,6 +669,11 @@ Use it like any model directory:
 python -m electra_tf.finetune --init models/electra-small-imdb --train_file reviews.csv --output_dir runs/imdb
 ```
 
+Fine-tuning takes its defaults from `finetune_recipe.json` here where there is one (the recipe line
+of `finetune` names it and says why; a flag overrides each setting): the recipe measured best for
+these weights in docs/domain_study.md ("The kept ELECTRA-Small"). It names the pre-training step it
+was measured at, and is set aside, with a note, once a later run has trained the weights further.
+
 Made by `scripts/gpu/pretrain_small_imdb.py` (scripts/gpu/README.md), on GPUs lent for minutes:
 each row is one run; a later run continues from the weights here with a fresh optimizer, its
 own warm-up and decay. Held-out AUC: the discriminator's replaced-token AUC on the last 1,000
