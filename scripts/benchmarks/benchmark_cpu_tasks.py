@@ -1,15 +1,18 @@
 """Fine-tuning and serving on a 2-core CPU: ours against the strongest PyTorch and ONNX Runtime peers.
 
-    python scripts/benchmarks/benchmark_cpu_tasks.py --json runs/cpu_tasks.json     # everything (~1 h idle)
+    python scripts/benchmarks/benchmark_cpu_tasks.py --json runs/cpu_tasks.json     # everything (several hours idle)
     python scripts/benchmarks/benchmark_cpu_tasks.py --quick                         # smoke run
 
-The first run creates the peers' venv (.venv-peers: torch 2.13.0 CPU, transformers, onnxruntime,
-onnx; scripts/benchmarks/setup_cpu_peers.sh). Results go to <work_dir>/results/, one file per
-(fine-tuning | serving, model, max length) as each ends; a later run keeps them (resumes) unless
---redo. The tables are printed and written to <work_dir>/report.md.
+The first run creates the peers' venv (.venv-peers, pinned: torch 2.13.0+cpu, transformers 5.24.0,
+onnxruntime 1.32.0, onnx 1.23.2; scripts/benchmarks/setup_cpu_peers.sh). Results go to
+<work_dir>/results/, one file per (fine-tuning | serving, model, max length) as each ends; a later
+run keeps them (resumes) unless --redo or they were measured by an earlier method. The tables,
+with a verdict beside each ratio and the goals met and missed per export, are printed and written
+to <work_dir>/report.md.
 
 What is compared and how: scripts/benchmarks/cpu_peers/ (cases.py lists the rows and sides;
-traffic.py the texts and widths; timing.py the rounds, CPU time and load; report.py the ratios).
+traffic.py the texts, widths and token-id check; timing.py the rounds, cold calls, CPU time and
+load; report.py the paired ratios, verdicts and goal counts).
 """
 
 from __future__ import annotations
@@ -60,12 +63,18 @@ def parse(argv):
     p.add_argument("--sst2_seqs", default="128", help="serving lengths that also serve SST-2 sentences")
     p.add_argument("--ft_xla_seqs", default="128", help="lengths to time our XLA fine-tuning step at")
     p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--steps", type=int, default=1, help="fine-tuning steps per side and round")
+    p.add_argument("--steps", type=int, default=None,
+                   help="fine-tuning steps per side and round, one timed sample (default 4, --quick 1): more "
+                        "steps per sample bring the paired rounds' spread under 5%%")
     p.add_argument("--throughput_texts", type=int, default=64, help="texts per side and round at batch 32")
     p.add_argument("--latency_calls", type=int, default=1000, help="batch-1 calls per side and data set")
     p.add_argument("--max_load", type=float, default=3.0,
                    help="mark rounds that start above this 1-minute load average")
     p.add_argument("--skip_sides", default="", help="comma-separated side labels to leave out")
+    p.add_argument("--peer_padding", default="both", choices=sorted(cases.PEER_PADDINGS),
+                   help="peers padded like ours (16), to the longest row, or both (the faster counts)")
+    p.add_argument("--threads", type=int, default=2,
+                   help="threads per side (intra-op; inter-op 1); the measured tables use 2")
     p.add_argument("--no_finetune", dest="finetune", action="store_false")
     p.add_argument("--no_serving", dest="serving", action="store_false")
     p.add_argument("--redo", action="store_true", help="measure units again even if results/ has them")
@@ -78,7 +87,12 @@ def parse(argv):
     if args.quick:
         args.models, args.ft_seqs, args.serve_seqs, args.ft_xla_seqs = "small", "128", "128", ""
         args.rounds, args.latency_calls, args.throughput_texts = 2, 40, 32
+        args.steps = 1 if args.steps is None else args.steps
         args.work_dir = str(Path(args.work_dir) / "quick")
+    if args.steps is None:
+        args.steps = 4
+    if args.steps < 1 or args.threads < 1:
+        p.error("--steps and --threads must be at least 1")
     for key in ("ft_seqs", "serve_seqs", "sst2_seqs", "ft_xla_seqs"):
         setattr(args, key, _ints(getattr(args, key)))
     args.skip_sides = [s.strip() for s in args.skip_sides.split(",") if s.strip()]
@@ -93,6 +107,10 @@ class Context:
 
 def report_only(work: Path) -> int:
     units = [json.loads(p.read_text()) for p in sorted((work / "results").glob("*.json"))]
+    old = [u for u in units if u.get("schema") != cases.SCHEMA]
+    if old:
+        sys.exit(f"error: {len(old)} results in {work / 'results'} were measured by an earlier method "
+                 f"(no paired rounds or same-width cold calls); measure them again without --report_only")
     meta_path = work / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"machine": machine(), "versions": "?",
                                                                           "max_load": 3.0}
@@ -121,11 +139,11 @@ def main(argv=None):
 
     models = [m for m in args.models.split(",") if m]
     logs = {side: open(work / f"{side}.log", "a") for side in ("ours", "torch", "ort")}
-    workers = {"ours": Worker("ours", sys.executable, work, logs["ours"])}
+    workers = {"ours": Worker("ours", sys.executable, work, logs["ours"], args.threads)}
     for side in ("torch", "ort"):
-        workers[side] = Worker(side, args.peer_python, work, logs[side])
+        workers[side] = Worker(side, args.peer_python, work, logs[side], args.threads)
     meta = {"machine": machine(), "versions": {k: w.info["versions"] for k, w in workers.items()},
-            "max_load": args.max_load, "load_start": load(),
+            "max_load": args.max_load, "load_start": load(), "threads": args.threads, "steps": args.steps,
             "command": " ".join(["python", "scripts/benchmarks/benchmark_cpu_tasks.py"] + list(argv or sys.argv[1:]))}
     log(f"workers up: {meta['versions']}; load {meta['load_start']}")
     (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")

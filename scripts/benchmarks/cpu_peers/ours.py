@@ -101,12 +101,13 @@ class Ours:
             export(seed_dir, str(path), kind="classifier", max_seq_length=seq, jit_compile=jit_compile)
         return str(path)
 
-    def lengths(self, vocab, texts, seq):
-        """Word pieces per text ([CLS]/[SEP] included, cut at `seq`): the driver's width bookkeeping."""
+    def token_ids(self, vocab, texts, seq):
+        """Our in-graph tokenizer's ids of each text (cut at `seq`, no padding), to check against the peers'."""
         from electra_tf.preprocessing import TextPreprocessor
 
         enc = TextPreprocessor(vocab, seq, do_lower_case=True)(self.tf.constant(texts))
-        return enc["input_mask"].numpy().sum(1).tolist()
+        ids, lengths = enc["input_ids"].numpy(), enc["input_mask"].numpy().sum(1)
+        return [row[:n].tolist() for row, n in zip(ids, lengths)]
 
     def tokenize_to(self, vocab, texts, seq, path, labels):
         """Writes fine-tuning ids padded to `seq` (the same ids for every side) to `path` (.npz)."""

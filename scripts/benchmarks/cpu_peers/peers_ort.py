@@ -7,7 +7,8 @@ dynamic batch and length. `onnxruntime.transformers.optimizer.optimize_model(mod
 then fuses embeddings + LayerNorm, every self-attention into one `Attention` node, bias + GELU and
 the residual LayerNorms; `check_fused` refuses to time a graph without `Attention` nodes. int8:
 `quantize_dynamic` of the optimised graph (QAttention, int8 MatMuls). Sessions: 2 intra-op threads,
-1 inter-op thread, all graph optimisations.
+1 inter-op thread, all graph optimisations. Inputs padded to our width rule or to the longest row
+(the case's `pad_multiple`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
-from scripts.benchmarks.cpu_peers.peers_torch import classifier, encoder_fn
+from scripts.benchmarks.cpu_peers.peers_torch import classifier, encoder_fn, token_ids
 from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
+from scripts.benchmarks.cpu_peers.traffic import WIDTH_MULTIPLE
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -67,6 +69,9 @@ class OrtSide:
 
         return {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
 
+    def token_ids(self, hf_dir, texts, seq):
+        return token_ids(hf_dir, texts, seq)
+
     def graph(self, case, int8):
         """(path, op counts) of the case's fused fp32 or int8 graph, written once per model."""
         path = self.work / f"{case['model']}_fused.onnx"
@@ -96,7 +101,7 @@ class OrtSide:
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        encode = encoder_fn(case["hf_dir"], case["seq"], "np")
+        encode = encoder_fn(case["hf_dir"], case["seq"], "np", case.get("pad_multiple", WIDTH_MULTIPLE))
 
         def logits(texts):
             enc = encode(texts)

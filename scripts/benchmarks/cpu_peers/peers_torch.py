@@ -3,8 +3,13 @@
 Fine-tuning step: eager with `torch.optim.AdamW(fused=True)` (one fused kernel for all
 parameters; the default takes the per-parameter loop on a CPU), and the same model under
 `torch.compile` (forward and backward through Inductor), same optimizer. Serving: the fast Rust
-tokenizer (`AutoTokenizer`, as users load it) + the model in `inference_mode`, eager fp32,
-`torch.compile(dynamic=True)` fp32 (one compile for all widths).
+tokenizer (`AutoTokenizer`, as users load it) + the model, fp32: eager in `inference_mode`,
+`torch.compile(dynamic=True)` in `inference_mode` (one compile for all widths), and the same
+compiled with Inductor's freezing (`options={"freezing": True}`, called under `torch.no_grad()`:
+weights folded into the graph as constants and pre-packed for oneDNN, as ONNX Runtime pre-packs
+them at load); `check_frozen` refuses to time a frozen row whose compile did not take the freezing
+path. Each serving row pads either to our width rule or to the longest row (the case's
+`pad_multiple`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import time
 from pathlib import Path
 
 from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
-from scripts.benchmarks.cpu_peers.traffic import WIDTH_MULTIPLE, ft_batches
+from scripts.benchmarks.cpu_peers.traffic import LONGEST, WIDTH_MULTIPLE, ft_batches
 
 LR, WEIGHT_DECAY, EPS, CLIP = 5e-5, 0.01, 1e-6, 1.0
 
@@ -51,15 +56,48 @@ def tokenizer(hf_dir):
     return tok
 
 
-def encoder_fn(hf_dir, seq, tensors):
-    """texts -> padded ids, widths rounded up to WIDTH_MULTIPLE like every side's."""
+def encoder_fn(hf_dir, seq, tensors, multiple=WIDTH_MULTIPLE):
+    """texts -> padded ids: to the longest row rounded up to `multiple` (our width rule), or to the
+    longest row only (multiple LONGEST, the tokenizer's own default)."""
     tok = tokenizer(hf_dir)
+    pad_to = None if multiple == LONGEST else multiple
 
     def encode(texts):
-        return tok(texts, padding="longest", pad_to_multiple_of=WIDTH_MULTIPLE, truncation=True, max_length=seq,
+        return tok(texts, padding="longest", pad_to_multiple_of=pad_to, truncation=True, max_length=seq,
                    return_tensors=tensors, return_token_type_ids=True)
 
     return encode
+
+
+def token_ids(hf_dir, texts, seq):
+    """The peers' token ids of each text (cut at `seq`, no padding): the driver checks them against ours."""
+    return tokenizer(hf_dir)(list(texts), truncation=True, max_length=seq)["input_ids"]
+
+
+_FREEZING_COMPILES = [0]
+
+
+def count_freezing_compiles():
+    """Counts the graphs Inductor compiles through its freezing path (`fw_compiler_freezing`, which
+    compile_fx picks only when freezing is on and grad is off): the check that a frozen row is frozen."""
+    import torch._inductor.compile_fx as compile_fx
+
+    if not getattr(compile_fx.fw_compiler_freezing, "_counted", False):
+        inner = compile_fx.fw_compiler_freezing
+
+        def counted(*args, **kwargs):
+            _FREEZING_COMPILES[0] += 1
+            return inner(*args, **kwargs)
+
+        counted._counted = True
+        compile_fx.fw_compiler_freezing = counted
+    return _FREEZING_COMPILES
+
+
+def check_frozen(compiles_before, compiles_after, case_id):
+    if compiles_after <= compiles_before:
+        raise RuntimeError(f"{case_id}: Inductor compiled no graph through its freezing path; "
+                           f"the row would time an unfrozen model")
 
 
 class TorchSide:
@@ -78,6 +116,9 @@ class TorchSide:
 
         return {"torch": torch.__version__, "transformers": transformers.__version__}
 
+    def token_ids(self, hf_dir, texts, seq):
+        return token_ids(hf_dir, texts, seq)
+
     def prepare(self, case):
         return self._prepare_ft(case) if case["kind"] == "ft" else self._prepare_serve(case)
 
@@ -93,7 +134,7 @@ class TorchSide:
         decay = [p for n, p in model.named_parameters() if not ("LayerNorm" in n or n.endswith("bias"))]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
                                  {"params": no_decay, "weight_decay": 0.0}], lr=LR, eps=EPS, fused=True)
-        forward = torch.compile(model) if case["variant"] == "compile" else model
+        forward = torch.compile(model, isolate_recompiles=True) if case["variant"] == "compile" else model
 
         def as_torch(ids, mask, labels):
             return tuple(torch.from_numpy(a.astype(np.int64)) for a in (ids, mask, labels))
@@ -130,16 +171,33 @@ class TorchSide:
         import torch
 
         variant = case["variant"]
-        encode = encoder_fn(case["hf_dir"], case["seq"], "pt")
+        encode = encoder_fn(case["hf_dir"], case["seq"], "pt", case.get("pad_multiple", WIDTH_MULTIPLE))
         model = classifier(case["hf_dir"], case["head"]).eval()
+        # Freezing needs grad off at compile and call time; no_grad (not inference_mode, which would
+        # guard a second compile) for every call of the frozen row.
+        grad_off = torch.inference_mode
+        # isolate_recompiles: the compiled rows share one forward, and without it one row's graphs
+        # count against the others' recompile limit (past it Dynamo silently runs eager) and may be
+        # reused by another row (a frozen row picking an unfrozen graph).
         if variant == "compile":
-            model = torch.compile(model, dynamic=True)
+            model = torch.compile(model, dynamic=True, isolate_recompiles=True)
+        elif variant == "compile_frozen":
+            model = torch.compile(model, dynamic=True, isolate_recompiles=True, options={"freezing": True})
+            grad_off = torch.no_grad
+            frozen = count_freezing_compiles()
+            before = frozen[0]
+        elif variant != "eager":
+            raise ValueError(f"unknown serving variant {variant!r}")
 
         def logits(texts):
             enc = encode(texts)
-            with torch.inference_mode():
+            with grad_off():
                 return model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).numpy()
 
         state = {"logits": logits, "call": lambda texts: logits(texts).argmax(-1)}
-        return warm_up(state, case)
-
+        state = warm_up(state, case)
+        if variant == "compile_frozen":
+            check_frozen(before, frozen[0], case["id"])
+            state["frozen_graphs"] = frozen[0] - before
+            state["report"] = ("warmup_s", "frozen_graphs")
+        return state

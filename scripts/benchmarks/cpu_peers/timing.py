@@ -11,6 +11,10 @@
   benchmark's own busy threads: about 2 on 2 cores), and the CPU share other processes took from
   the machine during the round (/proc/stat minus the benchmark's own processes). A round whose
   load average before it exceeds `--max_load` is marked in the tables.
+- Batch-1 rounds: a call at a padded width the side has not served at batch 1 yet (the driver
+  says which, per side: widths depend on the side's padding) is cold. It is timed, then the same
+  text is sent again and that repeated call timed too: cold = first / repeated call at the SAME
+  width. Both stay out of the warm calls that p50 / p99 are read from.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from pathlib import Path
 
 from scripts.benchmarks.cpu_peers.traffic import ROOT
 
-THREADS = 2
+# Threads per side (intra-op; inter-op 1). The driver's --threads reaches the workers through this
+# variable, read at import, before any side builds its runtime.
+THREADS = int(os.environ.get("CPU_PEERS_THREADS", "2"))
 SIDES = {"ours": "scripts.benchmarks.cpu_peers.ours:Ours",
          "torch": "scripts.benchmarks.cpu_peers.peers_torch:TorchSide",
          "ort": "scripts.benchmarks.cpu_peers.peers_ort:OrtSide"}
@@ -56,13 +62,20 @@ def run_case(state, what):
             state["call"](texts[start:start + what["batch"]])
         return {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu0, "texts": len(texts)}
     if kind == "latency":
-        lat = []
-        cpu0 = time.process_time()
-        for text in texts:
+        lat, cold, first_at = [], [], set(what.get("cold", ()))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for i, text in enumerate(texts):
             t = time.perf_counter()
             state["call"]([text])
-            lat.append(time.perf_counter() - t)
-        return {"latencies": lat, "wall": sum(lat), "cpu": time.process_time() - cpu0}
+            took = time.perf_counter() - t
+            if i in first_at:
+                # The same text again: the repeated call at this width, which the cold call is read against.
+                t = time.perf_counter()
+                state["call"]([text])
+                cold.append([i, took, time.perf_counter() - t])
+            else:
+                lat.append(took)
+        return {"latencies": lat, "cold": cold, "wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu0}
     if kind == "logits":
         rows = []
         for start in range(0, len(texts), what["batch"]):
@@ -139,9 +152,12 @@ def worker_main(side: str, work: str) -> int:
 class Worker:
     """A side's worker process (`python -m scripts.benchmarks.cpu_peers.timing SIDE WORK`)."""
 
-    def __init__(self, side, python, work, log):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2", OMP_NUM_THREADS=str(THREADS),
-                   MKL_NUM_THREADS=str(THREADS), TOKENIZERS_PARALLELISM="false")
+    def __init__(self, side, python, work, log, threads=THREADS):
+        # Inductor's compile workers are held to the same thread count (compiles are not timed, but a
+        # smoke run with --threads 1 should not take more of a shared machine than it asked for).
+        env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2", OMP_NUM_THREADS=str(threads),
+                   MKL_NUM_THREADS=str(threads), CPU_PEERS_THREADS=str(threads),
+                   TORCHINDUCTOR_COMPILE_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
         self.side = side
         self.proc = subprocess.Popen([python, "-m", "scripts.benchmarks.cpu_peers.timing", side, str(work)],
                                      cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -5,9 +5,15 @@
 - Fresh texts every round: `TextStream` hands out consecutive, never repeated slices of a pool,
   and every side gets the same slice in the same round, so no server sees a text twice in a run
   (no cache of any kind can help) and every side sees the same tokens.
-- Widths: every side pads a batch to its longest row rounded up to a multiple of `WIDTH_MULTIPLE`
-  (capped at the maximum length): our SavedModel does it in its graph, the peers through the
-  tokenizer's `pad_to_multiple_of`. Fine-tuning batches are cut the same way on both sides.
+- Widths: our SavedModel pads a batch to its longest row rounded up to a multiple of
+  `WIDTH_MULTIPLE` (capped at the maximum length), in its graph. Each peer serves twice: padded the
+  same way (the tokenizer's `pad_to_multiple_of`) and padded to the longest row only (`LONGEST`,
+  its natural setting); the faster of the two is its best. Fine-tuning batches are cut to
+  multiples of 16 on every side (our `finetune` default).
+- Same tokens: our in-graph tokenizer and the peers' `tokenizers` WordPiece disagree on a few texts
+  (ours applies NFKC case folding, so "½" becomes "1⁄2"; theirs keeps "½"). The driver tokenizes each
+  serving pool on every side, leaves out the texts whose ids differ (counted in the results), and
+  checks the ids again on every text it times (`first_id_mismatch`), stopping at a difference.
 """
 
 from __future__ import annotations
@@ -24,9 +30,43 @@ MINILM = DATA / "encoders" / "all-MiniLM-L6-v2"
 WIDTH_MULTIPLE = 16
 
 
+# Padding to the longest row: a width multiple of 1.
+LONGEST = 1
+
+
 def rounded_width(length: int, max_len: int, multiple: int = WIDTH_MULTIPLE) -> int:
     """The padded width of a batch whose longest row has `length` pieces."""
     return min(max_len, -(-int(length) // multiple) * multiple)
+
+
+def cold_calls(round_lengths, seen_lengths, max_len: int, multiple: int):
+    """Per round, the indices of the batch-1 calls that meet a padded width first.
+
+    round_lengths: the pieces of each text, per round, in the order the calls are made;
+    seen_lengths: the pieces of the warm-up's batch-1 texts (their widths are not cold)."""
+    seen = {rounded_width(n, max_len, multiple) for n in seen_lengths}
+    out = []
+    for lengths in round_lengths:
+        cold = []
+        for i, n in enumerate(lengths):
+            w = rounded_width(n, max_len, multiple)
+            if w not in seen:
+                seen.add(w)
+                cold.append(i)
+        out.append(cold)
+    return out
+
+
+def first_id_mismatch(ours, theirs):
+    """None when both lists of token id lists are equal, else (text index, piece index, ours, theirs)
+    of the first difference (a piece past the end of one list is None)."""
+    if len(ours) != len(theirs):
+        raise ValueError(f"token ids of {len(ours)} texts against {len(theirs)}")
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if list(a) != list(b):
+            j = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return (i, j, a[j] if j < len(a) else None, b[j] if j < len(b) else None)
+    return None
 
 
 def read_imdb(split: str, n: int, offset: int = 0):
@@ -85,6 +125,12 @@ class TextStream:
         self.dataset = dataset
         self.texts, _ = POOLS[dataset](size)
         self.next = 0
+
+    def keep_only(self, keep):
+        """Drops the pool's texts whose flag in `keep` (one per text, in pool order) is false."""
+        if self.next:
+            raise RuntimeError(f"{self.dataset}: the pool is filtered before any text is handed out")
+        self.texts = [t for t, k in zip(self.texts, keep, strict=True) if k]
 
     def take(self, n: int):
         if self.next + n > len(self.texts):
