@@ -11,7 +11,7 @@
   its natural setting); the faster of the two is its best. Fine-tuning batches are cut to
   multiples of 16 on every side (our `finetune` default).
 - Same tokens: our in-graph tokenizer and the peers' `tokenizers` WordPiece disagree on a few texts
-  (ours applies NFKC case folding, so "½" becomes "1⁄2"; theirs keeps "½"). The driver tokenizes each
+  (ours, tensorflow_text's FastBertTokenizer lower-casing, turns "½" into 1 ⁄ 2; theirs keeps "½"). The driver tokenizes each
   serving pool on every side, leaves out the texts whose ids differ (counted in the results), and
   checks the ids again on every text it times (`first_id_mismatch`), stopping at a difference.
 """
