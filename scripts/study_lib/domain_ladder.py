@@ -104,6 +104,9 @@ RECIPES.update({
     # The kept model's own recipe (models/electra-small-imdb/finetune_recipe.json): the defaults
     # at r1's learning rate with all blocks re-drawn (on 500 rows: r1_reinit12's 160 steps).
     "lr1e-3_reinit12": dict(learning_rate=1e-3, reinit_top_layers=12),
+    # No flags, as `defaults`, after the model folder gained its finetune_recipe.json (the
+    # `defaults` cells were measured before: the size's defaults).
+    "folder_defaults": dict(),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.
