@@ -101,12 +101,9 @@ RECIPES.update({
     # The same diagnosis under the defaults: what the defaults would give if they kept only the
     # pre-trained embeddings.
     "defaults_reinit12": dict(reinit_top_layers=12),
-    # The kept model's own recipe (models/electra-small-imdb/finetune_recipe.json): the defaults
-    # at r1's learning rate with all blocks re-drawn (on 500 rows: r1_reinit12's 160 steps).
+    # A candidate for the kept model's own recipe (a finetune_recipe.json): the defaults at r1's
+    # learning rate with all blocks re-drawn (on 500 rows: r1_reinit12's 160 steps).
     "lr1e-3_reinit12": dict(learning_rate=1e-3, reinit_top_layers=12),
-    # No flags, as `defaults`, after the model folder gained its finetune_recipe.json (the
-    # `defaults` cells were measured before: the size's defaults).
-    "folder_defaults": dict(),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.
