@@ -37,7 +37,7 @@ from electra_tf.data.fs import write_text_atomic
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.model_recipe import read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
-from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as reinit_top_layers_of
+from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
@@ -175,6 +175,11 @@ class ElectraClassifier(keras.Model):
             chosen["reinit_top_layers"] = reinit_top_layers
         if "pooling" in chosen:
             kwargs.setdefault("pooling", chosen["pooling"])
+        n = chosen.get("reinit_top_layers", 0)
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= found.config.num_hidden_layers:
+            # Refused before any model is built (settings.check_reinit is the CLI's twin).
+            raise ApiError(f"reinit_top_layers={n} must be between 0 and the encoder's "
+                           f"{found.config.num_hidden_layers} layers")
         model = cls(found.config, found.vocab, labels=labels, num_classes=num_classes, sequence_length=seq, **kwargs)
         model._size_defaults.update({k: v for k, v in chosen.items() if k in model._size_defaults})
         if same_head:
@@ -184,12 +189,8 @@ class ElectraClassifier(keras.Model):
             model.encoder.set_weights(encoder.get_weights())
         else:
             load_encoder_weights(model.encoder, found.weights)
-        n = int(chosen.get("reinit_top_layers", 0))
-        if not 0 <= n <= found.config.num_hidden_layers:
-            raise ApiError(f"reinit_top_layers={n} must be between 0 and the encoder's "
-                           f"{found.config.num_hidden_layers} layers")
         if n and not same_head:
-            reinit_top_layers_of(model.encoder, found.config, n)
+            redraw_top_blocks(model.encoder, found.config, n)
         if recipe:
             log.info("%s: %s", recipe.path, recipe.why)
         return model

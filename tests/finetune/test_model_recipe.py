@@ -138,6 +138,9 @@ def test_from_pretrained_takes_the_recipe(tmp_path, model_dir):
         for old, new in zip(plain.encoder.weights, kept.encoder.weights):
             np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
 
+        with pytest.raises(ApiError, match=r"^reinit_top_layers=3 must be between 0 and the encoder's 2 layers$"):
+            ElectraClassifier.from_pretrained(model_dir, num_classes=2, reinit_top_layers=3)
+
         _write(folder, {"reinit_top_layers": "all"})
         with pytest.raises(ApiError, match=r"finetune_recipe.json: settings.reinit_top_layers='all' must be"):
             ElectraClassifier.from_pretrained(model_dir, num_classes=2)
