@@ -100,10 +100,16 @@ RECIPES.update({
     "r1_reinit12": dict(_R1, reinit_top_layers=12),
     # The same diagnosis under the defaults: what the defaults would give if they kept only the
     # pre-trained embeddings.
-    "defaults_reinit12": dict(reinit_top_layers=12),
+    "defaults_reinit12": dict(learning_rate=3e-4, reinit_top_layers=12),
     # A candidate for the kept model's own recipe (a finetune_recipe.json): the defaults at r1's
     # learning rate with all blocks re-drawn (on 500 rows: r1_reinit12's 160 steps).
     "lr1e-3_reinit12": dict(learning_rate=1e-3, reinit_top_layers=12),
+    # Between the two: lr 1e-3 collapses SST-2 to its majority class (from random init too), lr 3e-4
+    # re-drawn trails lr 1e-3 on IMDB 500.
+    "lr5e-4_reinit12": dict(learning_rate=5e-4, reinit_top_layers=12),
+    # Fresh blocks at the defaults' lr 3e-4 given twice the floor's steps: what lr 1e-3 buys on IMDB
+    # may be speed, which more steps give without lr 1e-3's collapses on SST-2.
+    "defaults_reinit12_steps320": dict(learning_rate=3e-4, reinit_top_layers=12, min_train_steps=320),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.
