@@ -65,8 +65,14 @@ RUNGS = [
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md). A recipe passes its
 # settings as `finetune` flags; a setting it leaves out is `finetune`'s default for the model's size.
 RECIPES = {
-    # What a user gets with no recipe flags (electra_tf/finetune/size_defaults.py).
+    # What a user gets with no recipe flags: the model folder's own recipe where it ships one
+    # (finetune_recipe.json, electra_tf/finetune/model_recipe.py), else the size's defaults
+    # (electra_tf/finetune/size_defaults.py).
     "defaults": dict(),
+    # ELECTRA-Small's size defaults spelled out, whatever recipe a model folder ships (what
+    # `defaults` ran on the kept model before its folder had a recipe).
+    "size_defaults": dict(learning_rate=3e-4, layerwise_lr_decay=1.0, pooling="mean", reinit_top_layers=0,
+                          min_train_steps=160),
     # The reference code's recipe (configure_finetuning.py: lr 1e-4, layer-wise decay 0.8, [CLS]) at
     # the task's 3 epochs: 48 optimizer steps on 500 rows (Small's defaults before they had a floor).
     "reference_3ep": dict(learning_rate=1e-4, epochs=3, pooling="cls", warmup_proportion=0.1,

@@ -129,3 +129,16 @@ def test_a_kept_model_is_fine_tuned_beside_a_random_one_of_its_shape_and_vocabul
     (model / "history.json").write_text(json.dumps(history + [dict(history[0], cumulative_steps=2400)]))
     with pytest.raises(SystemExit, match="now at step 2400.*pass a new --work_dir"):
         study.main(argv)
+
+
+def test_size_defaults_recipe_is_what_finetune_gives_electra_small():
+    """`size_defaults` spells out ELECTRA-Small's defaults so that a model folder's own recipe
+    (finetune_recipe.json) cannot change what it runs; it must follow size_defaults.py."""
+    from electra_tf.finetune.size_defaults import for_size
+
+    small = for_size("small")
+    assert domain_ladder.RECIPES["size_defaults"] == dict(
+        learning_rate=small.learning_rate, layerwise_lr_decay=small.layerwise_lr_decay, pooling=small.pooling,
+        reinit_top_layers=0, min_train_steps=small.min_train_steps)
+    assert small.batch_size == 32  # recipe_flags passes --batch_size 32 with any recipe's flags
+    assert domain_study.recipe_flags(domain_ladder.RECIPES["size_defaults"])[:2] == ["--batch_size", "32"]
