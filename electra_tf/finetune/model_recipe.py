@@ -22,7 +22,7 @@ Example:
 
     >>> recipe, note = read_model_recipe("models/electra-small-imdb")
     >>> recipe.settings if recipe else note  # doctest: +SKIP
-    {'learning_rate': 0.001, 'reinit_top_layers': 12}
+    {'learning_rate': 0.0003, 'layerwise_lr_decay': 1.0, 'pooling': 'mean', 'reinit_top_layers': 12, 'min_train_steps': 320}
 """
 
 from __future__ import annotations

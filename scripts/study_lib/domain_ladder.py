@@ -116,6 +116,9 @@ RECIPES.update({
     # Fresh blocks at the defaults' lr 3e-4 given twice the floor's steps: what lr 1e-3 buys on IMDB
     # may be speed, which more steps give without lr 1e-3's collapses on SST-2.
     "defaults_reinit12_steps320": dict(learning_rate=3e-4, reinit_top_layers=12, min_train_steps=320),
+    # Its control: the same lr and steps with no block re-drawn (for random init, the same recipe).
+    "size_defaults_steps320": dict(learning_rate=3e-4, layerwise_lr_decay=1.0, pooling="mean", reinit_top_layers=0,
+                                   min_train_steps=320),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.

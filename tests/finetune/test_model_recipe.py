@@ -146,3 +146,15 @@ def test_from_pretrained_takes_the_recipe(tmp_path, model_dir):
             ElectraClassifier.from_pretrained(model_dir, num_classes=2)
     finally:
         (folder / RECIPE_FILE).unlink(missing_ok=True)
+
+
+def test_the_kept_model_ships_a_current_recipe(repo_root):
+    """models/electra-small-imdb's own recipe (docs/domain_study.md, "The kept ELECTRA-Small") is
+    read, is not stale against its history.json, and re-draws every block of its config."""
+    folder = repo_root / "models" / "electra-small-imdb"
+    recipe, note = read_model_recipe(str(folder))
+    assert note is None and recipe is not None
+    layers = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
+    assert recipe.settings == {"learning_rate": 3e-4, "layerwise_lr_decay": 1.0, "pooling": "mean",
+                               "reinit_top_layers": layers, "min_train_steps": 320}
+    assert "docs/domain_study.md" in recipe.why
