@@ -40,6 +40,7 @@ from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.finetune.settings import reinit_problem
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
 from electra_tf.finetune.training_setup import make_optimizer
 from electra_tf.keras_compat import load_weights_only
@@ -176,10 +177,9 @@ class ElectraClassifier(keras.Model):
         if "pooling" in chosen:
             kwargs.setdefault("pooling", chosen["pooling"])
         n = chosen.get("reinit_top_layers", 0)
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= found.config.num_hidden_layers:
-            # Refused before any model is built (settings.check_reinit is the CLI's twin).
-            raise ApiError(f"reinit_top_layers={n} must be between 0 and the encoder's "
-                           f"{found.config.num_hidden_layers} layers")
+        problem = reinit_problem(n, found.config.num_hidden_layers)
+        if problem:  # refused before any model is built
+            raise ApiError(problem)
         model = cls(found.config, found.vocab, labels=labels, num_classes=num_classes, sequence_length=seq, **kwargs)
         model._size_defaults.update({k: v for k, v in chosen.items() if k in model._size_defaults})
         if same_head:

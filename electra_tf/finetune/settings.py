@@ -122,12 +122,19 @@ def check_numbers(s: Settings) -> None:
             raise FinetuneError(f"--{flag}={value} must be a positive integer (leave it out to use them all)")
 
 
+def reinit_problem(n, num_hidden_layers: int) -> Optional[str]:
+    """What is wrong with re-drawing the top `n` blocks of an encoder of `num_hidden_layers`
+    ("reinit_top_layers=N must be ..."), or None; the CLI and the Python API word it alike."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= num_hidden_layers:
+        return f"reinit_top_layers={n} must be between 0 and the encoder's {num_hidden_layers} layers"
+    return None
+
+
 def check_reinit(s: Settings, num_hidden_layers: int) -> None:
     """Refuses a --reinit_top_layers the encoder cannot have (one line)."""
-    n = s.reinit_top_layers
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= num_hidden_layers:
-        raise FinetuneError(f"--reinit_top_layers={n} must be between 0 and the encoder's "
-                            f"{num_hidden_layers} layers")
+    problem = reinit_problem(s.reinit_top_layers, num_hidden_layers)
+    if problem:
+        raise FinetuneError(f"--{problem}")
 
 
 def check_intervals(s: Settings) -> None:
