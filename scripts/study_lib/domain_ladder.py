@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional
 
+from electra_tf.finetune import size_defaults
+
 
 @dataclasses.dataclass(frozen=True)
 class Rung:
@@ -64,6 +66,7 @@ RUNGS = [
 
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md). A recipe passes its
 # settings as `finetune` flags; a setting it leaves out is `finetune`'s default for the model's size.
+_SMALL = size_defaults.for_size("small")
 RECIPES = {
     # What a user gets with no recipe flags: the model folder's own recipe where it ships one
     # (finetune_recipe.json, electra_tf/finetune/model_recipe.py), else the size's defaults
@@ -71,8 +74,8 @@ RECIPES = {
     "defaults": dict(),
     # ELECTRA-Small's size defaults spelled out, whatever recipe a model folder ships (what
     # `defaults` ran on the kept model before its folder had a recipe).
-    "size_defaults": dict(learning_rate=3e-4, layerwise_lr_decay=1.0, pooling="mean", reinit_top_layers=0,
-                          min_train_steps=160),
+    "size_defaults": dict(learning_rate=_SMALL.learning_rate, layerwise_lr_decay=_SMALL.layerwise_lr_decay,
+                          pooling=_SMALL.pooling, reinit_top_layers=0, min_train_steps=_SMALL.min_train_steps),
     # The reference code's recipe (configure_finetuning.py: lr 1e-4, layer-wise decay 0.8, [CLS]) at
     # the task's 3 epochs: 48 optimizer steps on 500 rows (Small's defaults before they had a floor).
     "reference_3ep": dict(learning_rate=1e-4, epochs=3, pooling="cls", warmup_proportion=0.1,
@@ -113,12 +116,13 @@ RECIPES.update({
     # Between the two: lr 1e-3 collapses SST-2 to its majority class (from random init too), lr 3e-4
     # re-drawn trails lr 1e-3 on IMDB 500.
     "lr5e-4_reinit12": dict(learning_rate=5e-4, reinit_top_layers=12),
+})
+RECIPES.update({
     # Fresh blocks at the defaults' lr 3e-4 given twice the floor's steps: what lr 1e-3 buys on IMDB
     # may be speed, which more steps give without lr 1e-3's collapses on SST-2.
-    "defaults_reinit12_steps320": dict(learning_rate=3e-4, reinit_top_layers=12, min_train_steps=320),
+    "defaults_reinit12_steps320": dict(RECIPES["defaults_reinit12"], min_train_steps=320),
     # Its control: the same lr and steps with no block re-drawn (for random init, the same recipe).
-    "size_defaults_steps320": dict(learning_rate=3e-4, layerwise_lr_decay=1.0, pooling="mean", reinit_top_layers=0,
-                                   min_train_steps=320),
+    "size_defaults_steps320": dict(RECIPES["size_defaults"], min_train_steps=320),
 })
 
 # Labelled sets: name -> fine-tuning sequence length.

@@ -131,14 +131,16 @@ def test_a_kept_model_is_fine_tuned_beside_a_random_one_of_its_shape_and_vocabul
         study.main(argv)
 
 
-def test_size_defaults_recipe_is_what_finetune_gives_electra_small():
+def test_size_defaults_recipe_sets_everything_a_model_folder_recipe_could_change():
     """`size_defaults` spells out ELECTRA-Small's defaults so that a model folder's own recipe
-    (finetune_recipe.json) cannot change what it runs; it must follow size_defaults.py."""
+    (finetune_recipe.json) cannot change what it runs: it passes a flag for every setting such a
+    recipe may set (batch_size through recipe_flags' --batch_size 32, Small's default)."""
+    from electra_tf.finetune.model_recipe import SETTINGS
     from electra_tf.finetune.size_defaults import for_size
 
-    small = for_size("small")
-    assert domain_ladder.RECIPES["size_defaults"] == dict(
-        learning_rate=small.learning_rate, layerwise_lr_decay=small.layerwise_lr_decay, pooling=small.pooling,
-        reinit_top_layers=0, min_train_steps=small.min_train_steps)
-    assert small.batch_size == 32  # recipe_flags passes --batch_size 32 with any recipe's flags
-    assert domain_study.recipe_flags(domain_ladder.RECIPES["size_defaults"])[:2] == ["--batch_size", "32"]
+    recipe = domain_ladder.RECIPES["size_defaults"]
+    flags = domain_study.recipe_flags(recipe)
+    assert {f[2:] for f in flags[::2]} == set(SETTINGS)
+    assert flags[:2] == ["--batch_size", str(for_size("small").batch_size)]
+    assert recipe["reinit_top_layers"] == 0 and recipe["min_train_steps"] == 160
+    assert domain_ladder.RECIPES["size_defaults_steps320"] == dict(recipe, min_train_steps=320)
