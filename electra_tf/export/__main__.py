@@ -53,6 +53,10 @@ def define_flags(fv=None) -> None:
     flags.DEFINE_bool("jit_compile", False, "Run the encoder XLA-compiled, per padded batch x width: 1.1-1.3x the "
                       "batch-32 throughput on a 2-core CPU once each shape is compiled (1.3-2.2 s each on first use); TF "
                       "Serving needs --xla_cpu_compilation_enabled=true for it (docs/serving.md).", flag_values=fv)
+    flags.DEFINE_bool("freeze_weights", False, "Save the encoder and head weights as constants in the serving "
+                      "graphs instead of variables, so that oneDNN keeps its reordered copy of each weight: batch-1 "
+                      "calls 0.75x as long at 16 pieces, 0.9x at 128 (docs/serving.md). Not with --jit_compile.",
+                      flag_values=fv)
     flags.DEFINE_bool("warmup", True, "With --jit_compile: write assets.extra/tf_serving_warmup_requests, one "
                       "request per padded batch x width, so that TF Serving compiles every shape at load "
                       "(needs tensorflow-serving-api: pip install \"electra_tf[serving]\").", flag_values=fv)
@@ -72,7 +76,7 @@ def run(values) -> int:
         return report_error(f"{output} exists and is not empty; pass --overwrite or a new version directory")
     try:
         module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head,
-                              values.precision, values.jit_compile)
+                              values.precision, values.jit_compile, values.freeze_weights)
         records = None
         if values.jit_compile and values.warmup:
             sizes = _batch_sizes(values.warmup_batch_sizes)
@@ -86,7 +90,8 @@ def run(values) -> int:
         write_warmup_requests(records, output)
     print(json.dumps({"output": output, "kind": values.kind, "max_seq_length": module.max_seq_length,
                       "inputs": ["text_a", "text_b"] if module.pair else ["text"],
-                      "jit_compile": module.jit_compile, "warmup_requests": len(records or [])}))
+                      "jit_compile": module.jit_compile, "freeze_weights": module.freeze_weights,
+                      "warmup_requests": len(records or [])}))
     return 0
 
 

@@ -66,7 +66,7 @@ def _vocab(model_dir):
 
 def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
                          allow_untrained_head: bool = False, precision: Optional[str] = None,
-                         jit_compile: bool = False) -> ServingModule:
+                         jit_compile: bool = False, freeze_weights: bool = False) -> ServingModule:
     absent = absent_parts(model_dir)
     if "discriminator_head" in absent and not allow_untrained_head:
         raise ExportError(f"{model_dir} was converted from a checkpoint without the discriminator head "
@@ -78,7 +78,7 @@ def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
     if seq > config.max_position_embeddings:
         raise ExportError(f"max_seq_length {seq} exceeds max_position_embeddings {config.max_position_embeddings}")
     return ServingModule(DISCRIMINATOR, encoder, head, _vocab(model_dir), seq, config.do_lower_case,
-                         jit_compile=jit_compile)
+                         jit_compile=jit_compile, freeze_weights=freeze_weights)
 
 
 def load_classifier(model_dir: str):
@@ -105,27 +105,30 @@ def load_classifier(model_dir: str):
 
 
 def classifier_module(model_dir: str, max_seq_length: Optional[int] = None,
-                      precision: Optional[str] = None, jit_compile: bool = False) -> ServingModule:
-    """The serving graph of a fine-tuning seed directory; `precision` "bf16" and `jit_compile`
-    (`ServingModule`) are opt-in."""
+                      precision: Optional[str] = None, jit_compile: bool = False,
+                      freeze_weights: bool = False) -> ServingModule:
+    """The serving graph of a fine-tuning seed directory; `precision` "bf16", `jit_compile` and
+    `freeze_weights` (`ServingModule`) are opt-in."""
     with serving_precision(precision):
         model, config, meta = load_classifier(model_dir)
     seq = max_seq_length or meta["max_seq_length"]
     return ServingModule(CLASSIFIER, model.encoder, model.head, _vocab(model_dir), seq,
                          meta.get("do_lower_case", config.do_lower_case), labels=meta["labels"],
-                         pair=meta["pair"], regression=meta["regression"], metadata=meta, jit_compile=jit_compile)
+                         pair=meta["pair"], regression=meta["regression"], metadata=meta, jit_compile=jit_compile,
+                         freeze_weights=freeze_weights)
 
 
 def build_module(model_dir: str, kind: str, max_seq_length: Optional[int] = None,
                  allow_untrained_head: bool = False, precision: Optional[str] = None,
-                 jit_compile: bool = False) -> ServingModule:
+                 jit_compile: bool = False, freeze_weights: bool = False) -> ServingModule:
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir!r} is not a directory; pass a model directory written by "
                           f"electra_tf (pretrain, convert) or a fine-tuning seed_<n>/ directory")
     # A pre-training run directory: its model is in <run>/pretrained/.
     model_dir = resolve_model_dir(model_dir, "--model_dir", lambda line: print(line, file=sys.stderr, flush=True))
     if kind == DISCRIMINATOR:
-        return discriminator_module(model_dir, max_seq_length, allow_untrained_head, precision, jit_compile)
+        return discriminator_module(model_dir, max_seq_length, allow_untrained_head, precision, jit_compile,
+                                    freeze_weights)
     if kind == CLASSIFIER:
-        return classifier_module(model_dir, max_seq_length, precision, jit_compile)
+        return classifier_module(model_dir, max_seq_length, precision, jit_compile, freeze_weights)
     raise ExportError(f"--kind must be discriminator or classifier, not {kind!r}")

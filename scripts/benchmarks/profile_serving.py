@@ -2,6 +2,7 @@
 directory (run that first, or its --quick):
 
     python scripts/benchmarks/profile_serving.py [--work_dir runs/bench_cpu_tasks] [--models small,minilm] [--seq 256]
+    python scripts/benchmarks/profile_serving.py --frozen_ab [--seq 128] [--widths 16,64,128] [--rounds 6]
 
 For each model, 2 threads (inter-op 1), IMDB dev reviews:
 1. batch 32 and batch 1: `serve` on raw strings, against the in-graph tokenizer alone and against
@@ -12,6 +13,13 @@ For each model, 2 threads (inter-op 1), IMDB dev reviews:
 4. short texts: `serve_encoded` at batch 1 x width 16 and 128 with the weights as variables (as saved) and
    frozen into constants (which lets oneDNN keep its reordered copy of each weight), and one
    [M, 256] x [256, 1024] matmul at M = 16, 128 and 4096 (the matmul rate at the sizes batch-1 calls make).
+
+--frozen_ab measures only the export with `--freeze_weights` against the default export (the former
+written beside it if missing, where the benchmark's "frozen weights" row finds it): batch-1 calls of
+`encoded` (ids) and `serving_default` (a text of exactly that many pieces) at each of --widths, both
+SavedModels in one process, the sides alternating within every round and the order reversed every
+other round; per side, the median over rounds of each round's median call, and the frozen / default
+ratio paired by round (median, min-max), so that a loaded machine slows both sides of a round alike.
 """
 
 from __future__ import annotations
@@ -167,12 +175,72 @@ def short_texts(loaded) -> None:
     print("  one [M, 256] x [256, 1024] matmul (call included): " + "; ".join(rates))
 
 
+def _frozen_export(work: Path, name: str, seq: int) -> Path:
+    """`<name>_saved_model_<seq>_frozen` (the path `Ours.saved_model` uses), exported from `<name>_seed` if
+    missing."""
+    from electra_tf.export import export
+
+    path = work / f"{name}_saved_model_{seq}_frozen"
+    if not (path / "saved_model.pb").exists():
+        export(str(work / f"{name}_seed"), str(path), kind="classifier", max_seq_length=seq, freeze_weights=True)
+    return path
+
+
+def _median_of_calls(fn, calls):
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(1000 * (time.perf_counter() - t))
+    return statistics.median(times)
+
+
+def frozen_ab(work: Path, name: str, seq: int, widths, rounds: int, calls: int) -> None:
+    """The default export against `--freeze_weights`, batch 1 (module docstring)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    paths = {"default": work / f"{name}_saved_model_{seq}", "frozen": _frozen_export(work, name, seq)}
+    signatures = {side: tf.saved_model.load(str(p)).signatures for side, p in paths.items()}
+    cases = {}  # (signature, width) -> {side: call}
+    for width in widths:
+        ids = {"input_ids": tf.fill([1, width], 7), "input_mask": tf.ones([1, width], tf.int32),
+               "segment_ids": tf.zeros([1, width], tf.int32)}
+        text = {"text": tf.constant([" ".join(["the"] * (width - 2))])}  # [CLS] + one piece a word + [SEP]
+        for sig, args in (("encoded", ids), ("serving_default", text)):
+            cases[sig, width] = {side: (lambda f=sigs[sig], a=args: f(**a)) for side, sigs in signatures.items()}
+    for calls_of in cases.values():  # warm-up: oneDNN primitives, the frozen side's reordered weights
+        for call in calls_of.values():
+            for _ in range(5):
+                call()
+    per_round = {key: {side: [] for side in paths} for key in cases}
+    for r in range(rounds):
+        for key, calls_of in cases.items():
+            for side in (list(paths) if r % 2 == 0 else list(reversed(paths))):
+                per_round[key][side].append(_median_of_calls(calls_of[side], calls))
+    print(f"== {name}, max_seq_length {seq}: batch 1, {rounds} rounds x {calls} calls per side, signature and "
+          f"width (median over rounds of each round's median ms; frozen / default paired by round)")
+    for (sig, width), sides in per_round.items():
+        ratios = [f / d for f, d in zip(sides["frozen"], sides["default"])]
+        print(f"  {sig:15s} width {width:3d}: default {statistics.median(sides['default']):6.1f} ms, frozen "
+              f"{statistics.median(sides['frozen']):6.1f} ms, frozen / default {statistics.median(ratios):.2f}x "
+              f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work_dir", default=str(ROOT / "runs" / "bench_cpu_tasks"))
     p.add_argument("--models", default="small,minilm")
     p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--frozen_ab", action="store_true",
+                   help="only the batch-1 A/B of the default export against --freeze_weights (see above)")
+    p.add_argument("--widths", default="16,64,128", help="--frozen_ab: padded widths (multiples of 16, <= --seq)")
+    p.add_argument("--rounds", type=int, default=6, help="--frozen_ab: rounds")
+    p.add_argument("--calls", type=int, default=20, help="--frozen_ab: calls per side, signature and width a round")
     args = p.parse_args(argv)
+    widths = [int(w) for w in args.widths.split(",") if w]
+    if args.frozen_ab and (not widths or any(w % 16 or not 16 <= w <= args.seq for w in widths)):
+        p.error(f"--widths {args.widths}: multiples of 16 from 16 to --seq {args.seq}")
     work = Path(args.work_dir)
     missing = [m for m in args.models.split(",") if not (work / f"{m}_saved_model_{args.seq}").is_dir()]
     if missing:
@@ -182,6 +250,10 @@ def main(argv=None) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    if args.frozen_ab:
+        for name in args.models.split(","):
+            frozen_ab(work, name, args.seq, widths, args.rounds, args.calls)
+        return 0
     texts, _ = read_imdb("dev", 400, offset=4600)  # the end of dev: fresh to the benchmark's servers
     for name in args.models.split(","):
         profile(work / f"{name}_saved_model_{args.seq}", name, texts, args.seq)
