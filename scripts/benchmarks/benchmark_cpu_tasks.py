@@ -70,7 +70,9 @@ def parse(argv):
     p.add_argument("--latency_calls", type=int, default=1000, help="batch-1 calls per side and data set")
     p.add_argument("--max_load", type=float, default=3.0,
                    help="mark rounds that start above this 1-minute load average")
-    p.add_argument("--skip_sides", default="", help="comma-separated side labels to leave out")
+    p.add_argument("--skip_sides", default="",
+                   help="serving side labels to leave out, separated by ';' (the labels hold commas), e.g. "
+                        "'ours, XLA (opt-in); ours, frozen weights (opt-in)'")
     p.add_argument("--peer_padding", default="both", choices=sorted(cases.PEER_PADDINGS),
                    help="peers padded like ours (16), to the longest row, or both (the faster counts)")
     p.add_argument("--threads", type=int, default=2,
@@ -95,7 +97,10 @@ def parse(argv):
         p.error("--steps and --threads must be at least 1")
     for key in ("ft_seqs", "serve_seqs", "sst2_seqs", "ft_xla_seqs"):
         setattr(args, key, _ints(getattr(args, key)))
-    args.skip_sides = [s.strip() for s in args.skip_sides.split(",") if s.strip()]
+    try:
+        args.skip_sides = cases.skip_labels(args.skip_sides)
+    except ValueError as e:
+        p.error(str(e))
     return args
 
 

@@ -62,6 +62,20 @@ def test_serve_sides_pad_peers_both_ways():
     assert not any(pad == LONGEST for *_, pad in only16) and "PyTorch eager" not in [s[2] for s in only16]
 
 
+def test_our_opt_in_rows_and_skipping_them():
+    labels = [label for _, _, label, _ in cases.serve_sides("both")]
+    ours = {"ours, frozen weights (opt-in)", "ours, XLA (opt-in)", "ours, XLA + warm-up at load (opt-in)"}
+    assert ours <= set(labels)
+    # Labels hold commas, so --skip_sides separates them with ';'.
+    skip = cases.skip_labels(" ours, XLA + warm-up at load (opt-in); ours, frozen weights (opt-in);")
+    assert skip == ["ours, XLA + warm-up at load (opt-in)", "ours, frozen weights (opt-in)"]
+    left = [label for _, _, label, _ in cases.serve_sides("both", skip)]
+    assert "ours, XLA (opt-in)" in left and not set(skip) & set(left)
+    assert cases.skip_labels("") == []
+    with pytest.raises(ValueError, match=re.escape("is labelled 'ours, XLA (opt-in),PyTorch eager'")):
+        cases.skip_labels("ours, XLA (opt-in),PyTorch eager")  # commas do not separate labels
+
+
 def _ft_unit():
     return {"kind": "finetune", "model": "small", "seq": 128, "steps": 4, "date_utc": "d", "wall_s": 1,
             "loads": [{"load_before": [2.0], "marked": False}],
@@ -82,7 +96,9 @@ def _row(side, tps, p50s, cold=()):
 
 def _serving_unit():
     rows = [_row("ours, SavedModel", [8.0, 8.0], [0.080, 0.080], [(0.050, 0.040)]),
+            _row("ours, frozen weights (opt-in)", [8.0, 8.0], [0.070, 0.070], [(0.050, 0.040)]),
             _row("ours, XLA (opt-in)", [10.0, 10.0], [0.050, 0.050], [(2.0, 0.050)]),
+            _row("ours, XLA + warm-up at load (opt-in)", [10.0, 10.0], [0.050, 0.050], [(0.051, 0.050)]),
             _row("PyTorch compile", [10.0, 10.0], [0.060, 0.060]),
             _row("PyTorch compile, pad longest", [9.0, 9.0], [0.058, 0.058]),
             _row("ONNX Runtime fp32, fused Attention", [9.5, 9.5], [0.045, 0.045]),
@@ -92,6 +108,9 @@ def _serving_unit():
     loads = [{"load_before": [2.0], "marked": False}]
     return {"kind": "serving", "model": "small", "seq": 128, "date_utc": "d", "wall_s": 1, "agreement": [],
             "token_check": {"imdb": {"texts": 100, "left_out": 1, "first_difference": "'8 ½'...: piece 5"}},
+            "prepare": {"ours, SavedModel": {"prepare_s": 3.0, "warmup_s": 2.0},
+                        "ours, XLA + warm-up at load (opt-in)": {"prepare_s": 140.0, "warmup_s": 2.0,
+                                                                 "load_s": 133.4, "warmup_requests": 48}},
             "datasets": {"imdb": {"rows": rows, "throughput_loads": loads, "latency_loads": loads}}}
 
 
@@ -119,7 +138,7 @@ def test_report_counts_goals_per_export():
     assert "| ours, SavedModel | 8.0 (8.0-8.0) | 2.00 | 0.80x (0.80-0.80) missed (bar >= 1x) | 0.76x (0.76-0.76) " \
            "missed (bar >= 0.8x) |" in text
     lines = [line for line in text.splitlines() if "goals met" in line]
-    assert len(lines) == 3
+    assert len(lines) == 5
     default = next(line for line in lines if line.startswith("- default"))
     # met: cold (1.25x); missed: fine-tuning, both batch-32 goals, p50 (2.0x), p99 (2.0x is met: <= 2x).
     assert "2 of 6 goals met, 4 missed" in default
@@ -128,6 +147,12 @@ def test_report_counts_goals_per_export():
     assert "first call at a new width <= 3x a repeated call at that width: 0 of 1" in xla
     assert "spread" in text and "raise --steps" in text  # ours' rounds spread 18% > 5%
     assert "imdb: 1 of 100 texts left out of the pool" in text
+    # The warm-up replayed at load: its own goals (its first call at a new width is no compile) and load time.
+    warm = next(line for line in lines if "replayed at load" in line)
+    assert "first call at a new width <= 3x a repeated call at that width: 1 of 1" in warm
+    assert "| small | 128 | ours, XLA + warm-up at load (opt-in) | 48 | 133.4 |" in text
+    assert sum("| ours, SavedModel |" in line for line in text.split("### Load time")[1].splitlines()) == 0
+    assert any(line.startswith("- `--freeze_weights`: ") for line in lines)
 
 
 def test_peer_pins_are_exact_and_agree():

@@ -11,7 +11,9 @@ side and round (one round is one sample):
   `AdamW(fused=True)`, PyTorch `torch.compile` + `AdamW(fused=True)`.
 
 Serving, raw strings to labels, tokenizer included on every side, no side sorts:
-  fp32: our SavedModel (default, and exported with `--jit_compile`), PyTorch eager, PyTorch
+  fp32: our SavedModel (default; exported with `--freeze_weights`; exported with `--jit_compile`,
+  loaded as is and with its TF Serving warm-up requests replayed at load, the replay's seconds
+  reported as that row's load time, outside every timed call), PyTorch eager, PyTorch
   `torch.compile(dynamic=True)`, the same with Inductor's freezing, ONNX Runtime with fused
   Attention (checked); reduced precision: our bf16 opt-in against ONNX Runtime int8. Our rows pad
   to multiples of 16 (in the graph); every peer row is served twice, padded like ours and padded to
@@ -34,13 +36,16 @@ from scripts.benchmarks.cpu_peers.timing import interleave
 from scripts.benchmarks.cpu_peers.traffic import (FT_ROWS, LONGEST, WIDTH_MULTIPLE, TextStream, cold_calls,
                                                   first_id_mismatch, read_imdb)
 
-# The results' layout and method; a results file of another schema is measured again.
-SCHEMA = 2
+# The results' layout and method; a results file of another schema is measured again (3: the rows
+# "frozen weights" and "XLA + warm-up at load" added).
+SCHEMA = 3
 FT_SIDES = [("ours", "default", "ours"), ("ours", "xla", "ours, XLA"),
             ("torch", "eager", "PyTorch eager, fused AdamW"), ("torch", "compile", "PyTorch compile, fused AdamW")]
 # (worker, variant, label, precision); each peer also gets a longest-row copy (serve_sides).
 SERVE_SIDES = [("ours", "saved_model", "ours, SavedModel", "fp32"),
+               ("ours", "frozen", "ours, frozen weights (opt-in)", "fp32"),
                ("ours", "xla", "ours, XLA (opt-in)", "fp32"),
+               ("ours", "xla_warm", "ours, XLA + warm-up at load (opt-in)", "fp32"),
                ("torch", "eager", "PyTorch eager", "fp32"),
                ("torch", "compile", "PyTorch compile", "fp32"),
                ("torch", "compile_frozen", "PyTorch compile, frozen", "fp32"),
@@ -62,6 +67,19 @@ def serve_sides(peer_padding="both", skip=()):
             if name not in skip:
                 out.append((side, variant, name, pad))
     return out
+
+
+def skip_labels(text):
+    """The serving side labels `--skip_sides` names, separated by ";" (the labels hold commas); raises
+    ValueError at the first label no side has, listing the labels, so that a typo never times a side
+    it meant to leave out."""
+    names = [name.strip() for name in text.split(";") if name.strip()]
+    known = [label for *_, label, _ in serve_sides("both")]
+    bad = [name for name in names if name not in known]
+    if bad:
+        raise ValueError(f"--skip_sides: no serving side is labelled {bad[0]!r}; the labels (separate them "
+                         f"with ';'): {'; '.join(known)}")
+    return names
 
 
 def _save(path: Path, result):

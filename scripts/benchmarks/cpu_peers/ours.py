@@ -8,7 +8,10 @@ side. Fine-tuning step: `ClassifierModel` + fine-tuning's optimizer (`make_optim
 `ElectraAdamW`, layer-wise rates, clipping 1.0), compiled as the fine-tuning job compiles it,
 `train_on_batch` with the loss read back, optionally XLA. Serving: the exported SavedModel loaded
 with `tf.saved_model.load` (in-graph tokenizer, as TF Serving runs it), the same exported with
-`--jit_compile` (XLA, opt-in), and the bf16 opt-in
+`--freeze_weights` (weights as constants, opt-in), the same exported with `--jit_compile` (XLA,
+opt-in) loaded as is and loaded with its warm-up requests replayed (`replay_warmup_requests`, as TF
+Serving runs `assets.extra/tf_serving_warmup_requests` before it serves: the replay's seconds are
+that row's load time, `load_s`, outside every timed call), and the bf16 opt-in
 (`classifier_module(seed_dir, precision="bf16")`).
 """
 
@@ -24,6 +27,9 @@ from scripts.benchmarks.cpu_peers.traffic import MINILM, ROOT, ft_batches
 
 LABELS = ["negative", "positive"]
 LR, WEIGHT_DECAY, CLIP = 5e-5, 0.01, 1.0
+# Serving variants loaded from an exported SavedModel -> the export's options (`Ours.saved_model`).
+SAVED_MODEL_OPTIONS = {"saved_model": {}, "frozen": {"freeze_weights": True}, "xla": {"jit_compile": True},
+                       "xla_warm": {"jit_compile": True}}
 
 
 def _run(cmd):
@@ -91,14 +97,17 @@ class Ours:
         return {"model_dir": str(mdir), "hf_dir": str(hf / "discriminator"), "seed_dir": str(seed_dir),
                 "head": str(head_path), "vocab": str(mdir / "vocab.txt"), "layers": int(config.num_hidden_layers)}
 
-    def saved_model(self, name, seed_dir, seq, jit_compile=False):
+    def saved_model(self, name, seed_dir, seq, jit_compile=False, freeze_weights=False):
         """Our classifier SavedModel at max_seq_length `seq` (what `export --kind classifier` writes;
-        `jit_compile`: with `--jit_compile`)."""
+        `jit_compile`: with `--jit_compile` and its warm-up requests; `freeze_weights`: with
+        `--freeze_weights`)."""
         from electra_tf.export import export
 
-        path = self.work / f"{name}_saved_model_{seq}{'_jit' if jit_compile else ''}"
+        suffix = "_jit" if jit_compile else "_frozen" if freeze_weights else ""
+        path = self.work / f"{name}_saved_model_{seq}{suffix}"
         if not (path / "saved_model.pb").exists():
-            export(seed_dir, str(path), kind="classifier", max_seq_length=seq, jit_compile=jit_compile)
+            export(seed_dir, str(path), kind="classifier", max_seq_length=seq, jit_compile=jit_compile,
+                   freeze_weights=freeze_weights)
         return str(path)
 
     def token_ids(self, vocab, texts, seq):
@@ -175,12 +184,15 @@ class Ours:
 
     def _prepare_serve(self, case):
         tf = self.tf
-        if case["variant"] in ("saved_model", "xla"):
+        loaded = {}
+        if case["variant"] in SAVED_MODEL_OPTIONS:
             import tensorflow_text  # noqa: F401  (the tokenizer's ops)
 
             path = case["saved_model"] if case["variant"] == "saved_model" else self.saved_model(
-                case["model"], case["seed_dir"], case["seq"], jit_compile=True)
+                case["model"], case["seed_dir"], case["seq"], **SAVED_MODEL_OPTIONS[case["variant"]])
             fn = tf.saved_model.load(path).signatures["serving_default"]
+            if case["variant"] == "xla_warm":
+                loaded = replay_at_load(path, fn)
 
             def outputs(texts):
                 return fn(text=tf.constant(texts))
@@ -195,4 +207,18 @@ class Ours:
             raise ValueError(case["variant"])
         state = {"logits": lambda texts: outputs(texts)["logits"].numpy(),
                  "call": lambda texts: outputs(texts)["label_id"].numpy()}
-        return warm_up(state, case)
+        state = warm_up(state, case)
+        state.update(loaded, report=state["report"] + tuple(loaded))
+        return state
+
+
+def replay_at_load(path, fn):
+    """Replays the export's TF Serving warm-up requests through `fn` (its loaded `serving_default`), as TF
+    Serving does before it serves, so that every shape they cover is compiled before the first timed call;
+    returns {"load_s": the replay's seconds, "warmup_requests": how many}: the row's load time, kept out of
+    the warm-up and of every timed call."""
+    from electra_tf.export.warmup import replay_warmup_requests
+
+    t = time.perf_counter()
+    count = replay_warmup_requests(path, {"serving_default": fn})
+    return {"load_s": time.perf_counter() - t, "warmup_requests": count}

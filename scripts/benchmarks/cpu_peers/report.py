@@ -17,7 +17,8 @@ rounds; a slow spell of the machine moves both sides of a round alike. Where the
 the bar the verdict says so. The fine-tuning ratio's spread ((max - min) / median) is flagged
 above `SPREAD_LIMIT` (raise --steps). p99 is read from every warm call pooled (a round's 100 calls
 make no p99); cold is each first call over the repeated call at its width (median, max), the
-verdict on the median.
+verdict on the median. A side's load time beyond loading the SavedModel (the XLA row whose warm-up
+requests are replayed at load, as TF Serving does) has its own table: it is in no timed call.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ SPREAD_LIMIT = 0.05
 
 # Our rows -> the export (or fine-tuning setting) whose goals they count towards.
 EXPORTS = {"ours": "default", "ours, SavedModel": "default",
+           "ours, frozen weights (opt-in)": "`--freeze_weights`",
            "ours, XLA": "`--jit_compile` (XLA)", "ours, XLA (opt-in)": "`--jit_compile` (XLA)",
+           "ours, XLA + warm-up at load (opt-in)": "`--jit_compile` (XLA), warm-up requests replayed at load",
            "ours, bf16 (opt-in)": "bf16 (`--precision bf16`, against ONNX Runtime int8)"}
 
 
@@ -238,6 +241,18 @@ def agreement_table(units):
     return "\n".join(lines)
 
 
+def load_table(units):
+    """Seconds a side spent at load beyond `tf.saved_model.load` (the XLA row's warm-up requests replayed, as
+    TF Serving runs them before it serves), which no timed call includes; None if no side did."""
+    lines = ["| model | seq | side | warm-up requests replayed | load time s |", "|---|---|---|---|---|"]
+    for u in units:
+        for side, prep in u.get("prepare", {}).items():
+            if "load_s" in prep:
+                lines.append(f"| {u['model']} | {u['seq']} | {side} | {prep['warmup_requests']} | "
+                             f"{prep['load_s']:.1f} |")
+    return "\n".join(lines) if len(lines) > 2 else None
+
+
 def report(meta, units):
     ft = [u for u in units if u["kind"] == "finetune"]
     sv = [u for u in units if u["kind"] == "serving"]
@@ -264,6 +279,10 @@ def report(meta, units):
                  "", "### Serving at batch 1 (warm calls; cold: the first call at a width the side had not served, "
                  "over the same text sent again)", "", lat, "", "### Agreement (64 IMDB reviews)", "",
                  agreement_table(sv)]
+        loading = load_table(sv)
+        if loading:
+            body += ["", "### Load time (warm-up requests replayed before the first call; in no timed call)", "",
+                     loading]
         load_rows += loads
     out += ["", "### Goals met and missed, per export", ""] + tally.lines() + body
     out += ["", f"### Rounds and load (marked: the 1-minute load average above {meta['max_load']} before the round)",
