@@ -149,9 +149,10 @@ class ServingModule(tf.Module):
                                               regression=self.regression, max_seq_length=self.max_seq_length),
                                          sort_keys=True)
         self._labels = tf.constant(self.labels or [""], tf.string)
-        # Tracked lists of the Keras variables, so tf.saved_model.save sees every one.
-        self.model_variables = [v.value if hasattr(v, "value") else v
-                                for v in list(encoder.weights) + list(head.weights)]
+        # No list of the weights beside `encoder` and `head`: tracking them saves every Keras variable, and
+        # a Keras 3 variable saves as the tf.Variable it wraps, whose handle the functions capture. A list
+        # of those inner tf.Variables would be a second object per weight, saved again (each weight
+        # stored twice; tests/export/test_saved_variables.py).
 
         self.serve, self.serve_encoded = self._functions()
         # One function for both signatures, so that a shape compiled for one serves the other.
