@@ -212,7 +212,8 @@ def resolve_init(s: Settings, task: FinetuneTask
     if note:
         print(f"note: {note}", flush=True)
     for key, value in (recipe.settings.items() if recipe else ()):
-        if getattr(s, key) is None:
+        # A floor raises the default epochs only, the folder's as the size's: --epochs is taken as it is.
+        if getattr(s, key) is None and not (key == "min_train_steps" and s.epochs is not None):
             setattr(s, key, value)
     if s.reinit_top_layers is None:
         s.reinit_top_layers = 0

@@ -113,6 +113,28 @@ def test_finetune_takes_the_recipe_and_a_flag_overrides_it(tmp_path, capsys, mod
             (folder / name).unlink(missing_ok=True)
 
 
+def test_the_recipes_floor_raises_the_default_epochs_only(tmp_path, capsys, model_dir, train_file):
+    """As the size's floor: an explicit --epochs is taken as it is (12 rows at batch 4: 3 steps an epoch,
+    tiny's default 10 epochs 30 steps, raised to the recipe's 40)."""
+    import pathlib
+    folder = pathlib.Path(model_dir)
+    _write(folder, {"min_train_steps": 40})
+    base = ["--init", model_dir, "--train_file", train_file, "--validation_split", "0.25", "--max_seq_length", "8",
+            "--batch_size", "4"]
+    try:
+        code, stdout, _ = finetune_main(capsys, base + ["--output_dir", tmp_path / "a", "--epochs", "1"])
+        assert code == 0 and "raised to" not in stdout
+        settings = json.loads((tmp_path / "a" / "settings.json").read_text())
+        assert (settings["epochs"], settings["min_train_steps"]) == (1.0, 0)
+
+        code, stdout, _ = finetune_main(capsys, base + ["--output_dir", tmp_path / "b"])
+        assert code == 0, stdout
+        assert "raised to 40 steps by --min_train_steps=40 [the model's finetune_recipe.json]" in stdout, stdout
+        assert json.loads((tmp_path / "b" / "settings.json").read_text())["min_train_steps"] == 40
+    finally:
+        (folder / RECIPE_FILE).unlink(missing_ok=True)
+
+
 def test_from_pretrained_takes_the_recipe(tmp_path, model_dir):
     import pathlib
 
