@@ -65,7 +65,8 @@ RUNGS = [
 ]
 
 # Fine-tuning recipes (chosen on the dev sets; see docs/domain_study.md). A recipe passes its
-# settings as `finetune` flags; a setting it leaves out is `finetune`'s default for the model's size.
+# settings as `finetune` flags; a setting it leaves out is `finetune`'s default for the model's size,
+# spelled out below (`_pinned`) so that a model folder's own recipe cannot change it.
 _SMALL = size_defaults.for_size("small")
 RECIPES = {
     # What a user gets with no recipe flags: the model folder's own recipe where it ships one
@@ -124,6 +125,21 @@ RECIPES.update({
     # Its control: the same lr and steps with no block re-drawn (for random init, the same recipe).
     "size_defaults_steps320": dict(RECIPES["size_defaults"], min_train_steps=320),
 })
+
+
+def _pinned(recipe: dict) -> dict:
+    """`recipe` with every setting a model folder's own recipe may set (finetune_recipe.json) spelled
+    out as `finetune` resolves it without one (Small's size defaults; no step floor under a recipe's own
+    epochs, as `finetune` applies the floor to the default epochs only), so that a recipe runs the same
+    on the kept folder, an earlier snapshot of it and random init. (`batch_size`: recipe_flags' 32.)"""
+    floor = 0 if "epochs" in recipe else _SMALL.min_train_steps
+    implied = dict(learning_rate=_SMALL.learning_rate, layerwise_lr_decay=_SMALL.layerwise_lr_decay,
+                   pooling=_SMALL.pooling, reinit_top_layers=0, min_train_steps=floor)
+    return dict(recipe, **{name: value for name, value in implied.items() if name not in recipe})
+
+
+# Every recipe but `defaults` (which is what a user gets, the folder's recipe included) is pinned.
+RECIPES = {name: recipe if name == "defaults" else _pinned(recipe) for name, recipe in RECIPES.items()}
 
 # Labelled sets: name -> fine-tuning sequence length.
 TASKS = {"imdb500": 128, "imdb2000": 128, "sst2_2000": 64}

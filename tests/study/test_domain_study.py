@@ -90,7 +90,7 @@ def test_long_tasks_read_their_base_set():
 def test_fine_tuning_levers_change_one_setting_of_r1():
     r1 = domain_ladder.RECIPES["r1"]
     levers = {name: recipe for name, recipe in domain_ladder.RECIPES.items()
-              if name.startswith("r1_") and "reinit_top_layers" not in recipe}
+              if name.startswith("r1_") and recipe["reinit_top_layers"] == 0}
     assert len(levers) == 7
     for name, recipe in levers.items():
         changed = {k for k in r1 if recipe[k] != r1[k]}
@@ -131,16 +131,32 @@ def test_a_kept_model_is_fine_tuned_beside_a_random_one_of_its_shape_and_vocabul
         study.main(argv)
 
 
-def test_size_defaults_recipe_sets_everything_a_model_folder_recipe_could_change():
-    """`size_defaults` spells out ELECTRA-Small's defaults so that a model folder's own recipe
-    (finetune_recipe.json) cannot change what it runs: it passes a flag for every setting such a
-    recipe may set (batch_size through recipe_flags' --batch_size 32, Small's default)."""
+def test_every_recipe_but_defaults_sets_everything_a_model_folder_recipe_could_change():
+    """A study recipe runs the same on the kept folder (which ships a finetune_recipe.json: 12 blocks
+    re-drawn, a 320-step floor), an earlier snapshot and random init: it passes a flag for every
+    setting such a recipe may set (batch_size through recipe_flags' --batch_size 32, Small's default),
+    with Small's size defaults where the recipe names none. Only `defaults` is left to the folder."""
     from electra_tf.finetune.model_recipe import SETTINGS
     from electra_tf.finetune.size_defaults import for_size
 
-    recipe = domain_ladder.RECIPES["size_defaults"]
-    flags = domain_study.recipe_flags(recipe)
-    assert {f[2:] for f in flags[::2]} == set(SETTINGS)
-    assert flags[:2] == ["--batch_size", str(for_size("small").batch_size)]
-    assert recipe["reinit_top_layers"] == 0 and recipe["min_train_steps"] == 160
-    assert domain_ladder.RECIPES["size_defaults_steps320"] == dict(recipe, min_train_steps=320)
+    small = for_size("small")
+    assert domain_ladder.RECIPES["defaults"] == {} and domain_study.recipe_flags({}) == []
+    for name, recipe in domain_ladder.RECIPES.items():
+        if name == "defaults":
+            continue
+        flags = domain_study.recipe_flags(recipe)
+        assert set(SETTINGS) <= {f[2:] for f in flags[::2]}, name
+        assert flags[:2] == ["--batch_size", str(small.batch_size)], name
+    size = domain_ladder.RECIPES["size_defaults"]
+    assert (size["learning_rate"], size["pooling"], size["layerwise_lr_decay"]) == (
+        small.learning_rate, small.pooling, small.layerwise_lr_decay)
+    assert size["reinit_top_layers"] == 0 and size["min_train_steps"] == 160
+    assert domain_ladder.RECIPES["size_defaults_steps320"] == dict(size, min_train_steps=320)
+    # The paper's recipe: its own epochs, so no floor, and no block re-drawn, even on the kept folder.
+    paper = domain_ladder.RECIPES["paper"]
+    assert (paper["reinit_top_layers"], paper["min_train_steps"], paper["pooling"], paper["layerwise_lr_decay"]) == (
+        0, 0, "cls", 0.8)
+    assert domain_ladder.RECIPES["fewlabel"]["reinit_top_layers"] == 3
+    assert domain_ladder.RECIPES["defaults_reinit12"]["pooling"] == small.pooling
+
+
