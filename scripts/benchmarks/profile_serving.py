@@ -140,8 +140,9 @@ def profile(path: Path, name: str, texts, seq: int) -> None:
     short_texts(loaded)
 
 
-def _median_ms(fn, calls=100):
-    for _ in range(10):
+def _median_ms(fn, calls=100, warmup=10):
+    """Median milliseconds of `calls` calls of `fn`, after `warmup` untimed ones."""
+    for _ in range(warmup):
         fn()
     times = []
     for _ in range(calls):
@@ -186,15 +187,6 @@ def _frozen_export(work: Path, name: str, seq: int) -> Path:
     return path
 
 
-def _median_of_calls(fn, calls):
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        times.append(1000 * (time.perf_counter() - t))
-    return statistics.median(times)
-
-
 def frozen_ab(work: Path, name: str, seq: int, widths, rounds: int, calls: int) -> None:
     """The default export against `--freeze_weights`, batch 1 (module docstring)."""
     import tensorflow as tf
@@ -217,7 +209,7 @@ def frozen_ab(work: Path, name: str, seq: int, widths, rounds: int, calls: int) 
     for r in range(rounds):
         for key, calls_of in cases.items():
             for side in (list(paths) if r % 2 == 0 else list(reversed(paths))):
-                per_round[key][side].append(_median_of_calls(calls_of[side], calls))
+                per_round[key][side].append(_median_ms(calls_of[side], calls, warmup=0))
     print(f"== {name}, max_seq_length {seq}: batch 1, {rounds} rounds x {calls} calls per side, signature and "
           f"width (median over rounds of each round's median ms; frozen / default paired by round)")
     for (sig, width), sides in per_round.items():
