@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scripts.benchmarks.cpu_peers import cases, report
-from scripts.benchmarks.cpu_peers.timing import run_case
+from scripts.benchmarks.cpu_peers.timing import run_case, warm_up_finetuning
 from scripts.benchmarks.cpu_peers.traffic import LONGEST, TextStream, cold_calls, first_id_mismatch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +50,21 @@ def test_latency_round_keeps_cold_calls_apart():
     assert sent == ["a", "b", "b", "c"]  # the cold text is sent again at once: same width
     assert len(out["latencies"]) == 2  # neither the cold call nor its repeat is a warm call
     assert [c[0] for c in out["cold"]] == [1] and len(out["cold"][0]) == 3
+
+
+def test_finetuning_warm_up_meets_each_width_once_then_runs_the_same_steps_on_every_side():
+    trained = []
+    state = {"next": 0}
+
+    def step():
+        trained.append(state["next"])
+        state["next"] += 1
+
+    state = warm_up_finetuning(state, [128, 128, 96, 128, 96, 64], step, steps=3)
+    # The first batch of each width (0, 2, 5), each followed by the warm-up's own steps from there on.
+    assert trained == [0, 2, 5, 6, 7, 8]
+    assert state["widths"] == [64, 96, 128] and state["warmup_steps"] == 3 and state["step"] is step
+    assert state["warmup_s"] >= 0 and set(state["report"]) == {"warmup_s", "widths", "warmup_steps"}
 
 
 def test_serve_sides_pad_peers_both_ways():

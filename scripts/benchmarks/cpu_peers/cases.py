@@ -111,7 +111,8 @@ def finetune_unit(ctx, name, paths, seq):
         rows.append({"side": label, "rounds_examples_per_s": [r["examples"] / sum(r["walls"]) for r in runs],
                      "cpu_per_wall": sum(r["cpu"] for r in runs) / sum(sum(r["walls"]) for r in runs),
                      "padded_share": 1 - sum(r["real_tokens"] for r in runs) / sum(r["padded_tokens"] for r in runs),
-                     "warmup_s": prep[label].get("warmup_s"), "widths": prep[label].get("widths")})
+                     "warmup_s": prep[label].get("warmup_s"), "widths": prep[label].get("widths"),
+                     "warmup_steps": prep[label].get("warmup_steps")})
         worker.send(cmd="drop", id=cid)
     return {"kind": "finetune", "model": name, "seq": seq, "data": stats, "rows": rows, "loads": loads}
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
+from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up, warm_up_finetuning
 from scripts.benchmarks.cpu_peers.traffic import MINILM, ROOT, ft_batches
 
 LABELS = ["negative", "positive"]
@@ -171,16 +171,7 @@ class Ours:
             float(model.train_on_batch(x, y, return_dict=True)["loss"])
             return int(x["input_mask"].sum()), x["input_ids"].size
 
-        t0, seen = time.perf_counter(), set()
-        for i, (x, _) in enumerate(batches):  # every distinct width once (traces, XLA compiles)
-            if x["input_ids"].shape[1] not in seen:
-                seen.add(x["input_ids"].shape[1])
-                state["next"] = i
-                step()
-        step(), step()
-        state.update(step=step, warmup_s=time.perf_counter() - t0, widths=sorted(seen),
-                     report=("warmup_s", "widths"))
-        return state
+        return warm_up_finetuning(state, [x["input_ids"].shape[1] for x, _ in batches], step)
 
     def _prepare_serve(self, case):
         tf = self.tf

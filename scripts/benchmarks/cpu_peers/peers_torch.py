@@ -14,10 +14,9 @@ path. Each serving row pads either to our width rule or to the longest row (the 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up
+from scripts.benchmarks.cpu_peers.timing import THREADS, warm_up, warm_up_finetuning
 from scripts.benchmarks.cpu_peers.traffic import LONGEST, WIDTH_MULTIPLE, ft_batches
 
 LR, WEIGHT_DECAY, EPS, CLIP = 5e-5, 0.01, 1e-6, 1.0
@@ -154,17 +153,7 @@ class TorchSide:
             float(loss.detach())
             return int(mask.sum()), ids.numel()
 
-        # Warm-up: every distinct width once (compiles), then two steps.
-        t0, seen = time.perf_counter(), set()
-        for i, (ids, _, _) in enumerate(batches):
-            if ids.shape[1] not in seen:
-                seen.add(ids.shape[1])
-                state["next"] = i
-                step()
-        step(), step()
-        state.update(step=step, warmup_s=time.perf_counter() - t0, widths=sorted(seen),
-                     report=("warmup_s", "widths"))
-        return state
+        return warm_up_finetuning(state, [ids.shape[1] for ids, _, _ in batches], step)
 
     # ------------------------------------------------------------------ serving
     def _prepare_serve(self, case):

@@ -98,6 +98,27 @@ def warm_up(state, case):
     return state
 
 
+FT_WARMUP_STEPS = 8  # after each width's first step: an idle run's first timed round was still half speed after 2
+
+
+def warm_up_finetuning(state, widths, step, steps=FT_WARMUP_STEPS):
+    """The same fine-tuning warm-up on every side: one step at each distinct batch width (traces,
+    compiles), then `steps` more, so the first timed round runs as fast as the rest.
+
+    `widths`: each batch's width, in order; `step()` trains on batch `state["next"]` and moves it on."""
+    t0, seen = time.perf_counter(), set()
+    for i, width in enumerate(widths):
+        if width not in seen:
+            seen.add(width)
+            state["next"] = i
+            step()
+    for _ in range(steps):
+        step()
+    state.update(step=step, warmup_s=time.perf_counter() - t0, widths=sorted(seen), warmup_steps=steps,
+                 report=("warmup_s", "widths", "warmup_steps"))
+    return state
+
+
 def _side_class(side):
     import importlib
 
