@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scripts.benchmarks.cpu_peers import cases, report
-from scripts.benchmarks.cpu_peers.timing import run_case, warm_up_finetuning
+from scripts.benchmarks.cpu_peers.timing import interleave, run_case, warm_up_finetuning
 from scripts.benchmarks.cpu_peers.traffic import LONGEST, TextStream, cold_calls, first_id_mismatch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +65,29 @@ def test_finetuning_warm_up_meets_each_width_once_then_runs_the_same_steps_on_ev
     assert trained == [0, 2, 5, 6, 7, 8]
     assert state["widths"] == [64, 96, 128] and state["warmup_steps"] == 3 and state["step"] is step
     assert state["warmup_s"] >= 0 and set(state["report"]) == {"warmup_s", "widths", "warmup_steps"}
+
+
+def test_a_settling_round_runs_every_case_once_untimed_before_the_rounds():
+    sent = []
+
+    class Worker:
+        def send(self, cmd, id, what):
+            sent.append((id, what["round"]))
+            return {"round": what["round"]}
+
+    class Probe:
+        def start(self):
+            pass
+
+        def stop(self):
+            return {"load_before": [1.0], "load_after": [1.0], "others_cpu_share": 0.0}
+
+    entries = [(Worker(), "a", "A"), (Worker(), "b", "B")]
+    results, loads = interleave(entries, 2, lambda cid, r: {"round": r}, Probe(), lambda msg: None, 3.0,
+                                settling_round=True)
+    # The untimed round (round 0's parameters) first; its results are in no case's list.
+    assert sent == [("a", 0), ("b", 0), ("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    assert results == {"a": [{"round": 0}, {"round": 1}], "b": [{"round": 0}, {"round": 1}]} and len(loads) == 2
 
 
 def test_serve_sides_pad_peers_both_ways():

@@ -104,7 +104,7 @@ def finetune_unit(ctx, name, paths, seq):
         ctx.log(f"  prepared {label}: {prep[label]}")
         entries.append((ctx.workers[side], cid, label))
     res, loads = interleave(entries, args.rounds, lambda cid, r: {"kind": "ft", "steps": args.steps},
-                            ctx.probe, ctx.log, args.max_load)
+                            ctx.probe, ctx.log, args.max_load, settling_round=True)
     rows = []
     for worker, cid, label in entries:
         runs = res[cid]

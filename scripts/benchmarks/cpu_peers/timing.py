@@ -98,7 +98,7 @@ def warm_up(state, case):
     return state
 
 
-FT_WARMUP_STEPS = 8  # after each width's first step: an idle run's first timed round was still half speed after 2
+FT_WARMUP_STEPS = 2  # more did not help the first timed round (2 or 8: the same ~4 s; see `interleave`'s settling round)
 
 
 def warm_up_finetuning(state, widths, step, steps=FT_WARMUP_STEPS):
@@ -261,13 +261,21 @@ class LoadProbe:
         return out
 
 
-def interleave(entries, rounds, make_what, probe, log, max_load):
+def interleave(entries, rounds, make_what, probe, log, max_load, settling_round=False):
     """Runs every (worker, case id, label) once per round, the order reversed every other round.
 
-    make_what(case id, round) -> the run's parameters (texts differ every round). Returns
-    ({case id: [run results]}, [per-round load records])."""
+    make_what(case id, round) -> the run's parameters (texts differ every round). `settling_round`:
+    first one untimed round of every case (with round 0's parameters), whose results are dropped: a
+    worker that sat idle through the other sides' preparation (a minute or more) paid about 4 s in
+    its first fine-tuning round on the measured VM, whose kernel pages out memory left untouched for
+    60 s (DAMON), the same whatever the warm-up. Returns ({case id: [run results]}, [per-round load records])."""
     results = {cid: [] for _, cid, _ in entries}
     loads = []
+    if settling_round:
+        t = time.perf_counter()
+        for worker, cid, _label in entries:
+            worker.send(cmd="run", id=cid, what=make_what(cid, 0))
+        log(f"    settling round (untimed): {time.perf_counter() - t:.0f} s")
     for r in range(rounds):
         order = entries if r % 2 == 0 else list(reversed(entries))
         probe.start()
