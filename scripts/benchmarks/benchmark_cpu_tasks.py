@@ -64,7 +64,7 @@ def parse(argv):
     p.add_argument("--ft_xla_seqs", default="128", help="lengths to time our XLA fine-tuning step at")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--steps", type=int, default=None,
-                   help="fine-tuning steps per side and round, one timed sample (default 4, --quick 1): more "
+                   help="fine-tuning steps per side and round, one timed sample (default 8, --quick 1): more "
                         "steps per sample bring the paired rounds' spread under 5%%")
     p.add_argument("--throughput_texts", type=int, default=64, help="texts per side and round at batch 32")
     p.add_argument("--latency_calls", type=int, default=1000, help="batch-1 calls per side and data set")
@@ -92,7 +92,7 @@ def parse(argv):
         args.steps = 1 if args.steps is None else args.steps
         args.work_dir = str(Path(args.work_dir) / "quick")
     if args.steps is None:
-        args.steps = 4
+        args.steps = 8
     if args.steps < 1 or args.threads < 1:
         p.error("--steps and --threads must be at least 1")
     for key in ("ft_seqs", "serve_seqs", "sst2_seqs", "ft_xla_seqs"):
