@@ -98,6 +98,27 @@ def make_model_dir(path, seed=0, **config_changes):
     return str(path), model, config
 
 
+def make_pair_classifier_dir(model_dir, out, seed=1):
+    """A saved 3-way sentence-pair classifier folder (MNLI labels, 20 pieces) on `model_dir`'s encoder.
+
+    The head's weights are drawn with `seed` at a scale (0.5) that makes the logits move with the text,
+    so an export that drops or changes a weight shows in its outputs. Returns (out as str, the model).
+    """
+    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.saving import load_discriminator
+
+    encoder, _, config = load_discriminator(model_dir)
+    model = ClassifierModel(encoder, 3, name="electra_mnli")
+    build_and_call(model, 20)
+    rng = np.random.default_rng(seed)
+    for v in model.head.weights:
+        v.assign(rng.normal(0, 0.5, v.shape).astype("float32"))
+    save_classifier(str(out), model, config, os.path.join(model_dir, "vocab.txt"),
+                    ["contradiction", "entailment", "neutral"], "mnli", pair=True, max_seq_length=20)
+    return str(out), model
+
+
 # ------------------------------------------------------------- pre-training objectives
 # Ids of the objective tests' made-up vocabulary (no file: ids only).
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 import helpers as h
 from electra_tf.export import build_module
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.export.__main__ import main as export_main
 
 EDGE_TEXTS = [
@@ -179,19 +178,7 @@ def test_scorer_refuses_what_is_not_a_list_of_strings(saved):
 
 @pytest.fixture(scope="module")
 def classifier_dir(model_dir, tmp_path_factory):
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
-    from electra_tf.models.saving import load_discriminator
-
-    encoder, _, config = load_discriminator(model_dir[0])
-    model = ClassifierModel(encoder, 3, name="electra_mnli")
-    build_and_call(model, 20)
-    rng = np.random.default_rng(1)
-    for v in model.head.weights:
-        v.assign(rng.normal(0, 0.5, v.shape).astype("float32"))
-    out = str(tmp_path_factory.mktemp("clf") / "seed_1")
-    save_classifier(out, model, config, os.path.join(model_dir[0], "vocab.txt"),
-                    ["contradiction", "entailment", "neutral"], "mnli", pair=True, max_seq_length=20)
-    return out, model
+    return h.make_pair_classifier_dir(model_dir[0], tmp_path_factory.mktemp("clf") / "seed_1", seed=1)
 
 
 def test_pair_classifier_export(classifier_dir, tmp_path):

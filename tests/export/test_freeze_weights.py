@@ -11,7 +11,6 @@ import tensorflow_text  # noqa: F401  (the tokenizer's ops, to load the SavedMod
 
 import helpers as h
 from electra_tf.export.__main__ import main as export_main
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
 
 TEXTS = ["The cat sat on the mat.", "", "the dog ran to the river " * 9, "猫は a cat"]
 SECOND = ["A cat sat.", "the river", "", "the dog " * 20]
@@ -24,19 +23,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pair_classifier_dir(model_dir, tmp_path_factory):
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
-    from electra_tf.models.saving import load_discriminator
-
-    encoder, _, config = load_discriminator(model_dir[0])
-    model = ClassifierModel(encoder, 3, name="electra_mnli")
-    build_and_call(model, 20)
-    rng = np.random.default_rng(3)
-    for v in model.head.weights:  # logits that move with the text
-        v.assign(rng.normal(0, 0.5, v.shape).astype("float32"))
-    out = str(tmp_path_factory.mktemp("clf") / "seed_1")
-    save_classifier(out, model, config, os.path.join(model_dir[0], "vocab.txt"),
-                    ["contradiction", "entailment", "neutral"], "mnli", pair=True, max_seq_length=20)
-    return out
+    return h.make_pair_classifier_dir(model_dir[0], tmp_path_factory.mktemp("clf") / "seed_1", seed=3)[0]
 
 
 def _export(src, out, kind, *extra):

@@ -12,7 +12,6 @@ import tensorflow as tf
 import helpers as h
 from electra_tf.export.__main__ import main as export_main
 from electra_tf.export.serving_loader import load_classifier
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.models.saving import load_discriminator
 
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"  # the checkpoint's own entry, not a weight
@@ -25,15 +24,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def classifier_dir(model_dir, tmp_path_factory):
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
-
-    encoder, _, config = load_discriminator(model_dir)
-    model = ClassifierModel(encoder, 3, name="electra_mnli")
-    build_and_call(model, 20)
-    out = str(tmp_path_factory.mktemp("clf") / "seed_1")
-    save_classifier(out, model, config, os.path.join(model_dir, "vocab.txt"),
-                    ["contradiction", "entailment", "neutral"], "mnli", pair=True, max_seq_length=20)
-    return out
+    return h.make_pair_classifier_dir(model_dir, tmp_path_factory.mktemp("clf") / "seed_1")[0]
 
 
 def _weights(kind, src):
