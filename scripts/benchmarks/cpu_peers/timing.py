@@ -103,7 +103,8 @@ FT_WARMUP_STEPS = 2  # more did not help the first timed round (2 or 8: the same
 
 def warm_up_finetuning(state, widths, step, steps=FT_WARMUP_STEPS):
     """The same fine-tuning warm-up on every side: one step at each distinct batch width (traces,
-    compiles), then `steps` more, so the first timed round runs as fast as the rest.
+    compiles), then `steps` more. What a worker pays after sitting idle is the settling round's
+    business (`interleave`), not this warm-up's.
 
     `widths`: each batch's width, in order; `step()` trains on batch `state["next"]` and moves it on."""
     t0, seen = time.perf_counter(), set()
