@@ -332,6 +332,37 @@ def newest_checkpoint(folder: Path):
     return found[-1] if found else None
 
 
+def stop_reason(now: float, deadline: float, hard_end: float, newest_step, fresh: bool, decided: dict,
+                save_every: int):
+    """Why a call's pre-training must stop at `now`, or None.
+
+    Args:
+        now: the time (seconds since the epoch).
+        deadline: when this call's training must have stopped (its budget less the time packing takes).
+        hard_end: the end of the call's whole budget.
+        newest_step: the step of the newest checkpoint, or None.
+        fresh: whether that checkpoint appeared since the last look (the run stops right after one).
+        decided: pretrain's time_budget.json (`end_step`, `steps_per_second`), {} before it is written.
+        save_every: steps between checkpoints.
+    """
+    last = decided.get("end_step")
+    if last and newest_step is not None and newest_step >= last:
+        # Its training is over and it is writing its final model, which takes seconds: stopping it
+        # would leave a finished run for the next call to resume for nothing. Only the budget's end stops it.
+        return "this call's time is up" if now >= hard_end else None
+    if now >= deadline:
+        return "this call's time is up"
+    rate = decided.get("steps_per_second")
+    if not fresh or not rate:
+        return None  # no new checkpoint to stop after, or the speed is not measured yet
+    if last and now + (last - newest_step) / rate <= deadline:
+        return None  # it ends by itself in time
+    interval = save_every / rate
+    if now + interval + 5.0 >= deadline:
+        return f"the next checkpoint would land after this call's end (one every {interval:.1f}s)"
+    return None
+
+
 def return_cache(cache: Path, out: Path, part_mib: float) -> None:
     """Copies the compilation cache's entries into `out` where they fit what a call returns."""
     entries = sorted(p for p in cache.glob("*") if p.is_file()) if cache.is_dir() else []
@@ -482,24 +513,14 @@ def run(args) -> None:
             packed, slot = name, "b" if slot == "a" else "a"
 
         def should_stop(now: float):
-            """Why pre-training must stop now, or None."""
-            if now >= deadline:
-                return "this call's time is up"
             newest = newest_checkpoint(checkpoints)
-            if newest is None or newest[0] in seen:
-                return None
-            seen[newest[0]] = now
+            fresh = newest is not None and newest[0] not in seen
+            if fresh:
+                seen[newest[0]] = now
             budget = work / "pretrain" / "time_budget.json"
             decided = json.loads(budget.read_text()) if budget.is_file() else {}
-            rate = decided.get("steps_per_second")
-            if not rate:
-                return None  # the speed is not measured yet
-            if decided.get("end_step") and now + (decided["end_step"] - newest[0]) / rate <= deadline:
-                return None  # it ends by itself in time
-            interval = save_every / rate
-            if now + interval + 5.0 >= deadline:
-                return f"the next checkpoint would land after this call's end (one every {interval:.1f}s)"
-            return None
+            return stop_reason(now, deadline, started + args.budget_minutes * 60.0, newest and newest[0], fresh,
+                               decided, save_every)
 
         while process.poll() is None:
             time.sleep(0.5)

@@ -186,7 +186,9 @@ def test_a_run_over_two_calls_pauses_after_a_checkpoint_and_resumes_with_the_cac
     assert compiled  # the train step's executable, written by the first call
     assert sum(1 for p in out1.rglob("*") if p.is_file()) <= 8
 
-    second = script(repo_root, env, "run", "--out", str(out2), "--model_dir", str(model), "--budget_minutes", "0.9",
+    # Its budget is ample (the call ends when the run does): on a loaded 2-core machine start-up
+    # alone has taken half a minute.
+    second = script(repo_root, env, "run", "--out", str(out2), "--model_dir", str(model), "--budget_minutes", "2.5",
                     *flags)
     assert f"from its checkpoint at step {paused_at}" in second.stdout
     assert f"resuming from {work}/pretrain/checkpoints/ckpt-{paused_at:08d}.weights.h5 at step {paused_at}" \
@@ -204,6 +206,24 @@ def test_a_run_over_two_calls_pauses_after_a_checkpoint_and_resumes_with_the_cac
     proc = script(repo_root, env, "unpack", "--files", str(gpu_run["out"]), "--model_dir", str(model), "--no_heldout",
                   check=False)
     assert proc.returncode == 2 and "already holds a model" in error_lines(proc.stderr)[0]
+
+
+def test_a_call_stops_after_the_checkpoint_that_lands_last_and_never_during_the_final_save(repo_root):
+    """stop_reason on hand-made times: 100 s to the deadline, 10 more to the budget's end, 2 steps a
+    second, a checkpoint every 20 steps (10 s)."""
+    stop = load_script(repo_root).stop_reason
+    decided = {"end_step": 1000, "steps_per_second": 2.0}
+    args = dict(deadline=100.0, hard_end=110.0, decided=decided, save_every=20)
+    assert stop(now=0.0, newest_step=None, fresh=False, **{**args, "decided": {}}) is None  # nothing measured
+    assert stop(now=50.0, newest_step=400, fresh=True, **args) is None  # the next checkpoint lands at 60 s
+    # 50 + 10 + 5 s of margin passes 100 s: stop right after this checkpoint
+    assert stop(now=86.0, newest_step=600, fresh=True, **args).startswith("the next checkpoint would land after")
+    assert stop(now=86.0, newest_step=600, fresh=False, **args) is None  # only right after a checkpoint
+    assert stop(now=10.0, newest_step=820, fresh=True, **args) is None  # ends by itself at 100 s
+    assert stop(now=100.0, newest_step=600, fresh=False, **args) == "this call's time is up"
+    # its last step's checkpoint is written: the final save runs on past the deadline, up to the budget's end
+    assert stop(now=105.0, newest_step=1000, fresh=False, **args) is None
+    assert stop(now=110.0, newest_step=1000, fresh=False, **args) == "this call's time is up"
 
 
 def test_a_damaged_part_is_refused_and_leaves_the_model_as_it_was(gpu_run, repo_root, tmp_path):
