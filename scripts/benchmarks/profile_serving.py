@@ -3,6 +3,7 @@ directory (run that first, or its --quick):
 
     python scripts/benchmarks/profile_serving.py [--work_dir runs/bench_cpu_tasks] [--models small,minilm] [--seq 256]
     python scripts/benchmarks/profile_serving.py --frozen_ab [--seq 128] [--widths 16,64,128] [--rounds 6]
+    python scripts/benchmarks/profile_serving.py --short_only [--seq 128]     # only item 5 below
 
 For each model, 2 threads (inter-op 1), IMDB dev reviews:
 1. batch 32 and batch 1: `serve` on raw strings, against the in-graph tokenizer alone and against
@@ -12,7 +13,11 @@ For each model, 2 threads (inter-op 1), IMDB dev reviews:
 3. op types by self time over 64 batch-1 calls (TF profiler trace, summed over threads);
 4. short texts: `serve_encoded` at batch 1 x width 16 and 128 with the weights as variables (as saved) and
    frozen into constants (which lets oneDNN keep its reordered copy of each weight), and one
-   [M, 256] x [256, 1024] matmul at M = 16, 128 and 4096 (the matmul rate at the sizes batch-1 calls make).
+   [M, 256] x [256, 1024] matmul at M = 16, 128 and 4096 (the matmul rate at the sizes batch-1 calls make);
+5. short sentences (64 SST-2 sentences the benchmark never serves), batch 1: the call as served against
+   the tokenizer alone, the model alone on the sentence's ids, an empty `tf.function` on a string and
+   the XLA export (`<model>_saved_model_<seq>_jit`, if there); under the profiler, the kernels a call
+   runs, their number and self time, beside the executor's own events.
 
 --frozen_ab measures only the export with `--freeze_weights` against the default export (the former
 written beside it if missing, where the benchmark's "frozen weights" row finds it): batch-1 calls of
@@ -36,8 +41,9 @@ from pathlib import Path
 from scripts.benchmarks.cpu_peers.traffic import ROOT, read_imdb  # noqa: E402
 
 
-def op_self_times(logdir):
-    """{op type: self seconds} summed over the host threads of a TF profiler trace."""
+def op_self_times(logdir, counts=None):
+    """{op type: self seconds} summed over the host threads of a TF profiler trace; `counts`, a
+    Counter if given, receives the number of events of each type."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     totals = collections.Counter()
@@ -56,6 +62,8 @@ def op_self_times(logdir):
                     while stack and stack[-1][0] <= until:
                         end, key, start, dur, child = stack.pop()
                         totals[key] += (dur - child) * 1e-12
+                        if counts is not None:
+                            counts[key] += 1
                         if stack:
                             stack[-1][4] += dur
 
@@ -124,20 +132,101 @@ def profile(path: Path, name: str, texts, seq: int) -> None:
     calls = [tf.constant([t]) for t in texts[:64]]
     for c in calls:
         loaded.serve(c)
+    wall, self_ms, _ = _profiled(calls, loaded.serve)
+    total = sum(self_ms.values())
+    print(f"  64 batch-1 calls, {wall:.1f} ms per call under the profiler; op self time "
+          f"{total:.1f} ms per call summed over threads; top op types:")
+    for key, ms in sorted(self_ms.items(), key=lambda kv: -kv[1])[:14]:
+        print(f"    {key:40s} {ms:7.2f} ms/call  {ms / total:5.1%}")
+    short_texts(loaded)
+    short_sentences(path, pre, seq)
+
+
+def _profiled(calls, run):
+    """(wall ms per call, {op type: self ms per call}, {op type: events per call}) of `run` on each
+    of `calls`, under the TF profiler."""
+    import tensorflow as tf
+
+    counts = collections.Counter()
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
         t = time.perf_counter()
         for c in calls:
-            loaded.serve(c)
+            run(c)
         wall = time.perf_counter() - t
         tf.profiler.experimental.stop()
-        totals = op_self_times(logdir)
-    total = sum(totals.values())
-    print(f"  64 batch-1 calls, {1000 * wall / 64:.1f} ms per call under the profiler; op self time "
-          f"{1000 * total / 64:.1f} ms per call summed over threads; top op types:")
-    for key, sec in totals.most_common(14):
-        print(f"    {key:40s} {1000 * sec / 64:7.2f} ms/call  {sec / total:5.1%}")
-    short_texts(loaded)
+        totals = op_self_times(logdir, counts)
+    n = len(calls)
+    return (1000 * wall / n, {k: 1000 * v / n for k, v in totals.items()}, {k: v / n for k, v in counts.items()})
+
+
+# Profiler events that are not kernels: the call's own span on the calling thread ("Run", whose self
+# time is mostly waiting for kernels on the pool's threads), the executor's scheduling of each node
+# ("Process"), the function and eager runtimes, and markers. "ParallelFor" (a kernel's shards on the
+# pool's threads) is counted as kernel time.
+NOT_KERNELS = {"Run", "Process", "restored_function_body", "EagerCopyToDevice", "TFE_Py_ExecuteCancelable",
+               "ExecutorDoneCallback", "FunctionRun", "EagerKernelExecute", "EagerExecute", "TFE_DeleteTensorHandle",
+               "ValidateInputTypeAndPlacement", "Record", "StartRegion", "StopRegion", "MemoryAllocation",
+               "MemoryDeallocation"}
+
+
+def is_kernel(event_type: str) -> bool:
+    return event_type not in NOT_KERNELS and not event_type.strip().startswith("__inference")
+
+
+def short_sentences(path: Path, pre, seq: int) -> None:
+    """Where a batch-1 call on a short SST-2 sentence spends its time: the call as served against its
+    tokenizer alone, the model alone on its ids, an empty function's call, the XLA export on the same
+    sentences, and the kernels the TF profiler sees per call (how many, and their self time)."""
+    import tensorflow as tf
+
+    from scripts.benchmarks.cpu_peers.traffic import read_sst2
+
+    sentences, _ = read_sst2(64, offset=60000)  # far past what the benchmark serves
+    loaded = tf.saved_model.load(str(path))
+    calls = [tf.constant([s]) for s in sentences]
+    ids = []
+    for c in calls:
+        e = pre(c)
+        n = int(tf.reduce_sum(e["input_mask"]))
+        ids.append(tuple(e[k][:, :n] for k in ("input_ids", "input_mask", "segment_ids")))
+    encode = tf.function(lambda t: pre(t), input_signature=[tf.TensorSpec([None], tf.string)])
+    empty = tf.function(lambda t: tf.size(t), input_signature=[tf.TensorSpec([None], tf.string)])
+    pieces = statistics.median(int(i[0].shape[1]) for i in ids)
+
+    def per_call(run, items):
+        for item in items[:8]:
+            run(item)
+        rounds = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for item in items:
+                run(item)
+            rounds.append(1000 * (time.perf_counter() - t) / len(items))
+        return statistics.median(rounds)
+
+    served = per_call(loaded.serve, calls)
+    tokenizer = per_call(encode, calls)
+    model = per_call(lambda i: loaded.serve_encoded(*i), ids)
+    floor = per_call(empty, calls)
+    parts = [f"served {served:.2f} ms", f"tokenizer alone {tokenizer:.2f} ms", f"model on its ids {model:.2f} ms",
+             f"an empty tf.function {floor:.3f} ms"]
+    xla = path.parent / f"{path.name}_jit"
+    if (xla / "saved_model.pb").exists():
+        compiled = tf.saved_model.load(str(xla))
+        for c in calls:  # compiles each padded width once
+            compiled.serve(c)
+        parts.append(f"the XLA export served {per_call(compiled.serve, calls):.2f} ms")
+    print(f"  SST-2 sentences at batch 1 ({len(calls)}, median {pieces:g} pieces), per call: " + "; ".join(parts))
+    wall, self_ms, events = _profiled(calls, loaded.serve)
+    kernels = {k: v for k, v in self_ms.items() if is_kernel(k)}
+    n_kernels = sum(events[k] for k in kernels if k != "ParallelFor")
+    kernel_ms = sum(kernels.values())
+    print(f"    under the profiler {wall:.2f} ms per call: {n_kernels:.0f} kernels per call, {kernel_ms:.2f} ms of "
+          f"their self time summed over both threads; the executor scheduling {events.get('Process', 0):.0f} "
+          f"nodes {self_ms.get('Process', 0):.2f} ms; top kernels (self time per call, per kernel):")
+    for key, ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"      {key:32s} {ms:6.3f} ms  {events[key]:5.0f} x {1000 * ms / events[key]:6.1f} us")
 
 
 def _median_ms(fn, calls=100, warmup=10):
@@ -226,6 +315,8 @@ def main(argv=None) -> int:
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--frozen_ab", action="store_true",
                    help="only the batch-1 A/B of the default export against --freeze_weights (see above)")
+    p.add_argument("--short_only", action="store_true",
+                   help="only where a batch-1 call on a short SST-2 sentence spends its time (the full run ends with it)")
     p.add_argument("--widths", default="16,64,128", help="--frozen_ab: padded widths (multiples of 16, <= --seq)")
     p.add_argument("--rounds", type=int, default=6, help="--frozen_ab: rounds")
     p.add_argument("--calls", type=int, default=20, help="--frozen_ab: calls per side, signature and width a round")
@@ -245,6 +336,14 @@ def main(argv=None) -> int:
     if args.frozen_ab:
         for name in args.models.split(","):
             frozen_ab(work, name, args.seq, widths, args.rounds, args.calls)
+        return 0
+    if args.short_only:
+        from electra_tf.preprocessing import TextPreprocessor
+
+        for name in args.models.split(","):
+            print(f"== {name}, max_seq_length {args.seq}")
+            pre = TextPreprocessor(str(work / name / "vocab.txt"), args.seq, do_lower_case=True)
+            short_sentences(work / f"{name}_saved_model_{args.seq}", pre, args.seq)
         return 0
     texts, _ = read_imdb("dev", 400, offset=4600)  # the end of dev: fresh to the benchmark's servers
     for name in args.models.split(","):
