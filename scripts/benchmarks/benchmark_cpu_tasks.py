@@ -64,8 +64,8 @@ def parse(argv):
     p.add_argument("--ft_xla_seqs", default="128", help="lengths to time our XLA fine-tuning step at")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--steps", type=int, default=None,
-                   help="fine-tuning steps per side and round, one timed sample (default 8, --quick 1): more "
-                        "steps per sample bring the paired rounds' spread under 5%%")
+                   help="fine-tuning steps per side and round, one timed sample (default 8, --quick 1); the "
+                        "paired rounds spread as much with 16 as with 8 on the measured CPU")
     p.add_argument("--throughput_texts", type=int, default=64, help="texts per side and round at batch 32")
     p.add_argument("--latency_calls", type=int, default=1000, help="batch-1 calls per side and data set")
     p.add_argument("--max_load", type=float, default=3.0,

@@ -211,6 +211,8 @@ def short_sentences(path: Path, pre, seq: int) -> None:
     floor = per_call(empty, calls)
     parts = [f"served {served:.2f} ms", f"tokenizer alone {tokenizer:.2f} ms", f"model on its ids {model:.2f} ms",
              f"an empty tf.function {floor:.3f} ms"]
+    # The profile before the XLA export is loaded: after it, the profiler saw a fraction of the kernels.
+    wall, self_ms, events = _profiled(calls, loaded.serve)
     xla = path.parent / f"{path.name}_jit"
     if (xla / "saved_model.pb").exists():
         compiled = tf.saved_model.load(str(xla))
@@ -218,15 +220,24 @@ def short_sentences(path: Path, pre, seq: int) -> None:
             compiled.serve(c)
         parts.append(f"the XLA export served {per_call(compiled.serve, calls):.2f} ms")
     print(f"  SST-2 sentences at batch 1 ({len(calls)}, median {pieces:g} pieces), per call: " + "; ".join(parts))
-    wall, self_ms, events = _profiled(calls, loaded.serve)
     kernels = {k: v for k, v in self_ms.items() if is_kernel(k)}
     n_kernels = sum(events[k] for k in kernels if k != "ParallelFor")
-    kernel_ms = sum(kernels.values())
-    print(f"    under the profiler {wall:.2f} ms per call: {n_kernels:.0f} kernels per call, {kernel_ms:.2f} ms of "
-          f"their self time summed over both threads; the executor scheduling {events.get('Process', 0):.0f} "
-          f"nodes {self_ms.get('Process', 0):.2f} ms; top kernels (self time per call, per kernel):")
+    nodes = graph_nodes(loaded.serve.get_concrete_function(tf.TensorSpec([None], tf.string)))
+    print(f"    its graphs hold {sum(nodes.values())} nodes a call runs (constants and inputs aside), "
+          f"{sum(n for k, n in nodes.items() if 'MatMul' in k)} of them matmuls; under the profiler {wall:.2f} ms "
+          f"per call: {n_kernels:.0f} kernels traced per call (TF stops tracing kernels it has timed as cheap), "
+          f"{sum(kernels.values()):.2f} ms of their self time summed over both threads, the executor's own "
+          f"{self_ms.get('Process', 0):.2f} ms; top kernels (self time per call, per kernel):")
     for key, ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:10]:
         print(f"      {key:32s} {ms:6.3f} ms  {events[key]:5.0f} x {1000 * ms / events[key]:6.1f} us")
+
+
+def graph_nodes(concrete) -> collections.Counter:
+    """{op type: count} over a concrete function's graph and the functions it calls, constants,
+    inputs and identities aside."""
+    graph = concrete.graph.as_graph_def()
+    nodes = [n.op for n in graph.node] + [n.op for f in graph.library.function for n in f.node_def]
+    return collections.Counter(op for op in nodes if op not in ("Const", "Placeholder", "Identity", "NoOp"))
 
 
 def _median_ms(fn, calls=100, warmup=10):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from scripts.benchmarks.profile_serving import _profiled, is_kernel
+from scripts.benchmarks.profile_serving import _profiled, graph_nodes, is_kernel
 
 
 def test_profiled_counts_each_kernel_once_per_call_and_keeps_runtime_events_apart():
@@ -26,3 +26,15 @@ def test_profiled_counts_each_kernel_once_per_call_and_keeps_runtime_events_apar
     assert all(self_ms[k] > 0 for k in matmuls)
     # The runtime's own spans are not kernels.
     assert not is_kernel("Run") and not is_kernel("Process") and not is_kernel(" __inference_serve_123")
+
+
+def test_graph_nodes_counts_the_ops_of_a_function_and_those_it_calls():
+    inner = tf.function(lambda x: tf.matmul(x, x) + 1.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 2], tf.float32)])
+    def outer(x):
+        return tf.nn.relu(inner(x)) * 2.0
+
+    nodes = graph_nodes(outer.get_concrete_function())
+    assert nodes["MatMul"] == 1 and nodes["AddV2"] == 1 and nodes["Relu"] == 1 and nodes["Mul"] == 1
+    assert "Const" not in nodes and "Placeholder" not in nodes
