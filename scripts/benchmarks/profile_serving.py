@@ -76,14 +76,21 @@ def op_self_times(logdir, counts=None):
     return totals
 
 
-def profile(path: Path, name: str, texts, seq: int) -> None:
+def _load(path: Path, name: str, seq: int):
+    """(the SavedModel at `path`, the tokenizer of model `name` beside it, as the export's)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
     from electra_tf.preprocessing import TextPreprocessor
 
-    loaded = tf.saved_model.load(str(path))
-    pre = TextPreprocessor(str(path.parent / name / "vocab.txt"), seq, do_lower_case=True)
+    return (tf.saved_model.load(str(path)),
+            TextPreprocessor(str(path.parent / name / "vocab.txt"), seq, do_lower_case=True))
+
+
+def profile(path: Path, name: str, texts, seq: int) -> None:
+    import tensorflow as tf
+
+    loaded, pre = _load(path, name, seq)
     encode = tf.function(lambda t: pre(t), input_signature=[tf.TensorSpec([None], tf.string)])
     print(f"== {name}, max_seq_length {seq}")
     for batch, n in ((32, 96), (1, 48)):
@@ -139,7 +146,7 @@ def profile(path: Path, name: str, texts, seq: int) -> None:
     for key, ms in sorted(self_ms.items(), key=lambda kv: -kv[1])[:14]:
         print(f"    {key:40s} {ms:7.2f} ms/call  {ms / total:5.1%}")
     short_texts(loaded)
-    short_sentences(path, pre, seq)
+    short_sentences(loaded, pre, path.parent / f"{path.name}_jit")
 
 
 def _profiled(calls, run):
@@ -174,16 +181,16 @@ def is_kernel(event_type: str) -> bool:
     return event_type not in NOT_KERNELS and not event_type.strip().startswith("__inference")
 
 
-def short_sentences(path: Path, pre, seq: int) -> None:
-    """Where a batch-1 call on a short SST-2 sentence spends its time: the call as served against its
-    tokenizer alone, the model alone on its ids, an empty function's call, the XLA export on the same
-    sentences, and the kernels the TF profiler sees per call (how many, and their self time)."""
+def short_sentences(loaded, pre, xla: Path) -> None:
+    """Where a batch-1 call of the SavedModel `loaded` on a short SST-2 sentence spends its time: the
+    call as served against its tokenizer `pre` alone, the model alone on its ids, an empty function's
+    call, the XLA export at `xla` (if there) on the same sentences, and the kernels the TF profiler
+    sees per call (how many, and their self time)."""
     import tensorflow as tf
 
     from scripts.benchmarks.cpu_peers.traffic import read_sst2
 
     sentences, _ = read_sst2(64, offset=60000)  # far past what the benchmark serves
-    loaded = tf.saved_model.load(str(path))
     calls = [tf.constant([s]) for s in sentences]
     ids = []
     for c in calls:
@@ -213,7 +220,6 @@ def short_sentences(path: Path, pre, seq: int) -> None:
              f"an empty tf.function {floor:.3f} ms"]
     # The profile before the XLA export is loaded: after it, the profiler saw a fraction of the kernels.
     wall, self_ms, events = _profiled(calls, loaded.serve)
-    xla = path.parent / f"{path.name}_jit"
     if (xla / "saved_model.pb").exists():
         compiled = tf.saved_model.load(str(xla))
         for c in calls:  # compiles each padded width once
@@ -349,12 +355,10 @@ def main(argv=None) -> int:
             frozen_ab(work, name, args.seq, widths, args.rounds, args.calls)
         return 0
     if args.short_only:
-        from electra_tf.preprocessing import TextPreprocessor
-
         for name in args.models.split(","):
             print(f"== {name}, max_seq_length {args.seq}")
-            pre = TextPreprocessor(str(work / name / "vocab.txt"), args.seq, do_lower_case=True)
-            short_sentences(work / f"{name}_saved_model_{args.seq}", pre, args.seq)
+            path = work / f"{name}_saved_model_{args.seq}"
+            short_sentences(*_load(path, name, args.seq), path.parent / f"{path.name}_jit")
         return 0
     texts, _ = read_imdb("dev", 400, offset=4600)  # the end of dev: fresh to the benchmark's servers
     for name in args.models.split(","):
