@@ -193,8 +193,10 @@ def _export(args) -> int:
     vocab = os.path.join(args.input, saving.VOCAB_FILE)
     if args.target == "keras_hub":
         encoder, config = saving.load_encoder(args.input)
-        kh.export_preset(encoder, args.output_dir, vocab if os.path.isfile(vocab) else None, config.do_lower_case)
-        print(json.dumps({"output": args.output_dir, "format": "keras_hub"}))
+        kh.export_preset(encoder, args.output_dir, vocab if os.path.isfile(vocab) else None, config.do_lower_case,
+                         seed=kh.POOLER_SEED)
+        print(kh.export_note(args.output_dir, _megabytes(args.output_dir)), file=sys.stderr)
+        print(json.dumps({"output": args.output_dir, "format": "keras_hub", "pooler": kh.POOLER_STATE}))
         return 0
     objective = saving.load_config(args.input).objective
     if objective not in ("electra", "electra_15", "two_stage", "adversarial"):

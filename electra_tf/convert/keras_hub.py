@@ -15,7 +15,8 @@ Two differences are inherent to keras-hub and documented in docs/serving.md:
   for, which reproduces keras-hub's numbers exactly. `gelu_difference` measures
   the effect.
 * Pooler: keras-hub adds `pooled_dense` (tanh on [CLS]), which ELECTRA lacks.
-  It is dropped on import and left at its initial values on export.
+  It is dropped on import; on export it holds random initial values (seeded),
+  which the convert tool's output line and docs/serving.md say.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from electra_tf.data.vocab import load_vocab
 from electra_tf.models.keras_hub_compat import from_keras_hub_backbone, to_keras_hub_backbone
 
 VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
+# The exported pooler's values: keras' initializers under this seed (ELECTRA has no pooler to copy).
+POOLER_SEED = 0
+POOLER_STATE = f"random, seed {POOLER_SEED}"
 
 
 def config_from_backbone(backbone, base: Optional[ElectraConfig] = None, hidden_act: str = "gelu") -> ElectraConfig:
@@ -96,7 +100,8 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
     """Saves our discriminator encoder as a keras-hub preset that
     `keras_hub.models.ElectraBackbone.from_preset(preset_dir)` loads.
 
-    The pooler, which ELECTRA lacks, holds seeded initial values.
+    The pooler, which ELECTRA lacks, holds random initial values drawn under
+    `seed` (`export_note` says so where the convert tool's user reads it).
     """
     keras.utils.set_random_seed(seed)
     backbone = to_keras_hub_backbone(encoder)
@@ -107,6 +112,14 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
                                                       strip_accents=do_lower_case)
         tokenizer.save_to_preset(preset_dir)
     return preset_dir
+
+
+def export_note(preset_dir: str, size: str) -> str:
+    """The line the convert tool prints after writing a preset: what it holds, and what it does not."""
+    return (f"{preset_dir}: keras-hub ElectraBackbone preset of the encoder ({size}); its pooler "
+            f"(pooled_dense, tanh over [CLS]) has no ELECTRA counterpart and holds random weights (seed "
+            f"{POOLER_SEED}): use sequence_output[:, 0] or fine-tune the pooler, not pooled_output as it is; "
+            f"the blocks use keras-hub's tanh GELU (docs/serving.md)")
 
 
 def gelu_difference(encoder, inputs, backbone=None) -> dict:

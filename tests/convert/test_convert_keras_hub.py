@@ -98,3 +98,29 @@ def test_gelu_difference_helper(model_dir):
     encoder, _, config = load_discriminator(model_dir[0])
     stats = kh.gelu_difference(encoder, h.model_batch(config))
     assert 0 < stats["max_abs"] < 5e-2 and stats["mean_abs"] <= stats["max_abs"]
+
+
+def test_export_says_the_pooler_is_random(model_dir, tmp_path, capsys):
+    """The preset's pooler is not ours (ELECTRA has none): the printed line says it holds random weights."""
+    import json
+
+    import keras_hub
+
+    outs = [str(tmp_path / name) for name in ("a", "b")]
+    for out in outs:
+        assert convert_main(["--from", "electra_tf", "--input", model_dir[0], "--to", "keras_hub",
+                             "--output_dir", out]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{outs[0]}: keras-hub ElectraBackbone preset of the encoder (")
+    assert lines[0].endswith("); its pooler (pooled_dense, tanh over [CLS]) has no ELECTRA counterpart and "
+                             "holds random weights (seed 0): use sequence_output[:, 0] or fine-tune the pooler, "
+                             "not pooled_output as it is; the blocks use keras-hub's tanh GELU (docs/serving.md)")
+    assert json.loads(captured.out.splitlines()[0]) == {"output": outs[0], "format": "keras_hub",
+                                                        "pooler": "random, seed 0"}
+    # What the line says: random values (keras-hub's initializer, std 0.02), the same under the seed.
+    kernels = [keras_hub.models.ElectraBackbone.from_preset(out).get_layer("pooled_dense").kernel.numpy()
+               for out in outs]
+    np.testing.assert_array_equal(kernels[0], kernels[1])
+    assert 0.01 < kernels[0].std() < 0.03
