@@ -3,9 +3,13 @@
     ds = pretraining_dataset("shards/", config)          # training: endless, shuffled
     batch = next(iter(ds))                                # {input_ids, input_mask, segment_ids}
 
-Batches are int32 with the static shape [batch_size, max_seq_length]
-(drop_remainder=True), as TPUs and XLA need. Shards are checked against their
-manifest.json and the model config before anything is read.
+Batches are int32 with the static shape [batch_size, max_seq_length], as TPUs
+and XLA need. Training drops the last partial batch of each pass; a single
+ordered pass (training=False, for evaluation) keeps every example and fills its
+last batch with padding rows (every id and mask 0), which weigh nothing in the
+pre-trainer's losses and metrics. Shards are checked against their
+manifest.json and the model config before anything is read; shards another
+builder wrote (no manifest.json) are checked on their first record instead.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ class CorruptShardError(DataError):
 
 DEFAULT_CYCLE_LENGTH = 8
 
+# Shard names in a directory without manifest.json, tried in turn: ours (which is also the name
+# google-research/electra's build_pretraining_dataset.py gives its shards), then any TFRecord name.
+FOREIGN_SHARD_GLOBS = (mf.SHARD_GLOB, "*.tfrecord*")
+
 
 def _dirname(path: str) -> str:
     return posixpath.dirname(path) if "://" in path else os.path.dirname(path)
@@ -42,14 +50,17 @@ def resolve_shards(data: Union[str, Sequence[str]]) -> Tuple[List[str], Dict[str
 
     Args:
       data: a directory written by build_pretraining_data (its manifest lists
-        the shards), or shard files / globs (manifests next to them are used
-        when present).
+        the shards), a directory of shards another builder wrote (no manifest:
+        its `pretrain_data.tfrecord-*-of-*` files, else its `*.tfrecord*`
+        files), or shard files / globs (manifests next to them are used when
+        present).
 
     Returns:
       (sorted shard paths, {directory: manifest} for directories that have one).
 
     Raises:
-      DataError: nothing matches, or a directory has no manifest.
+      DataError: nothing matches, a directory holds an unfinished build of
+        ours, or a directory has neither a manifest nor TFRecord files.
     """
     items = [data] if isinstance(data, str) else list(data)
     if not items:
@@ -60,10 +71,8 @@ def resolve_shards(data: Union[str, Sequence[str]]) -> Tuple[List[str], Dict[str
         if tf.io.gfile.isdir(item):
             manifest = mf.load_manifest(item)
             if manifest is None:
-                found = tf.io.gfile.glob(mf.join(item, mf.SHARD_GLOB))
-                hint = ("its build did not finish; re-run build_pretraining_data with the same flags to finish it"
-                        if found else "build shards with python -m electra_tf.data.build_pretraining_data")
-                raise DataError(f"{item} has no {mf.MANIFEST_NAME}: {hint}")
+                files.extend(_unlisted_shards(item))
+                continue
             manifests[item.rstrip("/")] = manifest
             files.extend(mf.shard_files(manifest, item))
             continue
@@ -78,6 +87,79 @@ def resolve_shards(data: Union[str, Sequence[str]]) -> Tuple[List[str], Dict[str
                     manifests[directory] = manifest
             files.append(path)
     return sorted(dict.fromkeys(files)), manifests
+
+
+def _unlisted_shards(directory: str) -> List[str]:
+    """The shard files of a directory without manifest.json (written by another builder)."""
+    work = mf.join(directory, mf.WORK_DIR)
+    if tf.io.gfile.isdir(work):
+        # Our builder keeps its plan in WORK_DIR until it writes manifest.json, then removes it.
+        raise DataError(f"{directory} has no {mf.MANIFEST_NAME} and holds {mf.WORK_DIR}/: its build did not "
+                        f"finish; re-run python -m electra_tf.data.build_pretraining_data with the same flags "
+                        f"to finish it")
+    for pattern in FOREIGN_SHARD_GLOBS:
+        found = sorted(p for p in tf.io.gfile.glob(mf.join(directory, pattern)) if not tf.io.gfile.isdir(p))
+        if found:
+            return found
+    raise DataError(f"{directory} has no {mf.MANIFEST_NAME} and no TFRecord shards ({mf.SHARD_GLOB} or "
+                    f"*.tfrecord*); build shards with python -m electra_tf.data.build_pretraining_data")
+
+
+def _feature_values(example, name: str):
+    feature = example.features.feature.get(name)
+    if feature is None or feature.WhichOneof("kind") != "int64_list":
+        return None
+    return list(feature.int64_list.value)
+
+
+def check_unlisted_shards(files: Sequence[str], config) -> None:
+    """Checks shards no manifest describes (another builder's) on their first record.
+
+    The reader needs tf.train.Examples with int64 features `input_ids`,
+    `input_mask` and `segment_ids` of config.max_seq_length values each; the
+    first record found (files in order, empty files skipped) must have them, and
+    its ids must fit config.vocab_size. Later records are not read here: a
+    record of another length fails when it is read.
+
+    Raises:
+      DataError: a file is not a TFRecord file, or its records lack the layout.
+    """
+    need = (f"the reader needs tf.train.Examples with int64 features {', '.join(mf.FEATURES)} of "
+            f"max_seq_length ids each")
+    for path in files:
+        try:
+            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise CorruptShardError(f"shard {path} has no manifest.json and is not a readable TFRecord file "
+                                    f"({first}); {need}", path) from None
+        if record is None:
+            continue  # an empty shard: look at the next one
+        try:
+            example = tf.train.Example.FromString(record.numpy())
+        except Exception:  # protobuf's DecodeError
+            raise DataError(f"shard {path}: its first record is not a tf.train.Example; {need}") from None
+        values = {name: _feature_values(example, name) for name in mf.FEATURES}
+        missing = [name for name, v in values.items() if v is None]
+        if missing:
+            held = ", ".join(sorted(example.features.feature)) or "none"
+            raise DataError(f"shard {path}: its records have no int64 feature {', '.join(missing)} (features: "
+                            f"{held}); {need}")
+        lengths = {len(v) for v in values.values()}
+        if lengths != {config.max_seq_length}:
+            found = len(values["input_ids"])
+            raise DataError(f"shard {path} holds {found} input_ids per example but the config has "
+                            f"max_seq_length={config.max_seq_length}; set max_seq_length={found} or rebuild "
+                            f"the shards with --max_seq_length {config.max_seq_length}"
+                            if len(lengths) == 1 else
+                            f"shard {path}: the features of its first record have different lengths "
+                            f"({', '.join(f'{n} {len(v)}' for n, v in values.items())}); {need}")
+        top = max(values["input_ids"])
+        if top >= config.vocab_size:
+            raise DataError(f"shard {path} holds token id {top} but the config has vocab_size="
+                            f"{config.vocab_size}; set vocab_size to the size of the vocabulary the shards "
+                            f"were built with")
+        return
 
 
 def check_manifest(manifest: Dict[str, Any], directory: str, config) -> None:
@@ -175,6 +257,7 @@ def pretraining_dataset(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     cycle_length: int = DEFAULT_CYCLE_LENGTH,
     exclude: Sequence[str] = (),
+    drop_remainder: Optional[bool] = None,
 ) -> tf.data.Dataset:
     """Batches of pre-training examples from shards.
 
@@ -185,7 +268,7 @@ def pretraining_dataset(
       batch_size: global batch size (default config.train_batch_size). With an
         input_context, each pipeline yields its per-replica share.
       training: shuffle files and examples and repeat forever; otherwise one
-        ordered pass.
+        ordered pass over every example.
       deterministic: fixed element order (for tests); with a seed, training
         order is reproducible too.
       input_context: from tf.distribute; each input pipeline reads a disjoint
@@ -194,13 +277,20 @@ def pretraining_dataset(
       shuffle_buffer: examples held in the shuffle buffer.
       cycle_length: shard files read in parallel.
       exclude: shard paths to leave out (e.g. those `find_corrupt_shards` found).
+      drop_remainder: drop the last partial batch of a pass (default: when
+        training). Otherwise that batch is filled up to the batch size with
+        padding rows whose ids and masks are all 0: the batch shape stays
+        static, and the pre-trainer gives such rows no weight (no real token,
+        nothing masked). Count real examples with
+        `tf.reduce_any(batch["input_mask"] > 0, axis=1)`.
 
     Returns:
       tf.data.Dataset of {"input_ids", "input_mask", "segment_ids"}: int32
       [batch, max_seq_length].
 
     Raises:
-      DataError: missing/mismatched shards, or fewer examples than one batch.
+      DataError: missing/mismatched shards, or (when dropping the remainder)
+        fewer examples than one batch.
     """
     files, manifests = resolve_shards(data)
     for directory, manifest in manifests.items():
@@ -211,9 +301,12 @@ def pretraining_dataset(
             raise DataError(f"every shard of {data} is excluded (corrupt); rebuild them with "
                             f"python -m electra_tf.data.build_pretraining_data")
     _check_sizes(files, manifests)
+    known = {mf.join(d, s["file"]): s["examples"] for d, m in manifests.items() for s in m["shards"]}
+    check_unlisted_shards([f for f in files if f not in known], config)
     seq_len = config.max_seq_length
     batch_size = int(batch_size or config.train_batch_size)
     seed = config.seed if seed is None else seed
+    drop_remainder = bool(training) if drop_remainder is None else bool(drop_remainder)
 
     if input_context is not None and input_context.num_input_pipelines > 1:
         n, k = input_context.num_input_pipelines, input_context.input_pipeline_id
@@ -227,8 +320,7 @@ def pretraining_dataset(
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
 
-    known = {mf.join(d, s["file"]): s["examples"] for d, m in manifests.items() for s in m["shards"]}
-    if all(f in known for f in files):
+    if drop_remainder and all(f in known for f in files):
         available = sum(known[f] for f in files)
         if available < batch_size:
             raise DataError(
@@ -250,12 +342,18 @@ def pretraining_dataset(
     )
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     features = {name: tf.io.FixedLenFeature([seq_len], tf.int64) for name in mf.FEATURES}
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, features)
-        return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+        out = {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+        if drop_remainder:
+            return out
+        # The last batch of the pass: padding rows up to batch_size keep the shape static.
+        short = batch_size - tf.shape(serialized)[0]
+        return {k: tf.ensure_shape(tf.pad(v, [[0, short], [0, 0]]), [batch_size, seq_len])
+                for k, v in out.items()}
 
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=bool(deterministic))
     return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

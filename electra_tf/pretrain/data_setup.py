@@ -129,7 +129,7 @@ def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, batch: BatchSpli
             # with reshuffle_each_iteration reorders on every new iterator).
             return pretraining_dataset(data_dir, config, batch_size, training=False,
                                        deterministic=True, input_context=context,
-                                       exclude=excluded).repeat()
+                                       exclude=excluded, drop_remainder=True).repeat()
         return pretraining_dataset(data_dir, config, batch_size, training=True,
                                    input_context=context, seed=data_seed, exclude=excluded)
 
@@ -141,7 +141,10 @@ def make_inputs(plan: RunPlan, opts: PretrainOptions, strategy, batch: BatchSpli
     inputs = Inputs(train=distribute(train_fn))
     if eval_dir:
         eval_manifest = read_json(os.path.join(eval_dir, "manifest.json"))
-        inputs.eval_steps = opts.eval_steps or max(1, min(100, eval_manifest["num_examples"] // eval_batch_size))
+        # Every held-out example (at most 100 batches): the reader fills the last batch with
+        # padding rows, which weigh nothing.
+        whole_pass = -(-eval_manifest["num_examples"] // eval_batch_size)  # ceil
+        inputs.eval_steps = opts.eval_steps or max(1, min(100, whole_pass))
 
         def eval_fn(context=None):
             # Repeated and cut to a fixed number of batches: every worker runs the
