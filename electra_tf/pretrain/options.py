@@ -161,9 +161,15 @@ def _manifest_of(data_dir: str, flag: str):
         fail(f"--{flag} {data_dir!r} is not a directory; pass the --output_dir of "
              f"python -m electra_tf.data.build_pretraining_data")
     manifest = mf.load_manifest(data_dir)
-    if manifest is None:
-        fail(f"--{flag} {data_dir!r} has no manifest.json (an unfinished or foreign build); re-run "
+    if manifest is None and tf.io.gfile.isdir(mf.join(data_dir, mf.WORK_DIR)):
+        # The builder keeps its plan in WORK_DIR until it writes manifest.json.
+        fail(f"--{flag} {data_dir!r} has no manifest.json (an unfinished build); re-run "
              f"python -m electra_tf.data.build_pretraining_data with the same flags to finish it")
+    if manifest is None:
+        fail(f"--{flag} {data_dir!r} has no manifest.json, which pretrain needs (it gives the shards' vocabulary, "
+             f"casing and sizes): shards another builder wrote have none; build shards from your text with "
+             f"python -m electra_tf.data.build_pretraining_data, or train on these with "
+             f"electra_tf.data.reader.pretraining_dataset in your own model.fit")
     return manifest
 
 

@@ -276,15 +276,29 @@ def _(c):
     return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--vocab_file", other), absent=[c.tmp / "run"])
 
 
-@entry("pretrain-unfinished-build", P, "--data_dir of an interrupted build (shards, no manifest.json)",
-       "error: --data_dir <dir> has no manifest.json (an unfinished or foreign build); re-run "
+@entry("pretrain-unfinished-build", P, "--data_dir of an interrupted build (shards and .build/, no manifest.json)",
+       "error: --data_dir <dir> has no manifest.json (an unfinished build); re-run "
        "python -m electra_tf.data.build_pretraining_data with the same flags to finish it", 2)
 def _(c):
     partial = c.tmp / "partial"
     partial.mkdir()
     first = sorted(p for p in os.listdir(c.job["data_dir"]) if p.startswith("pretrain_data"))[0]
     shutil.copy(os.path.join(c.job["data_dir"], first), partial)
+    (partial / ".build").mkdir()  # the builder's plan, kept until manifest.json is written
     return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--data_dir", partial), absent=[c.tmp / "run"])
+
+
+@entry("pretrain-foreign-shards", P, "--data_dir of shards another builder wrote (no manifest.json, no .build/)",
+       "error: --data_dir <dir> has no manifest.json, which pretrain needs (it gives the shards' vocabulary, "
+       "casing and sizes): shards another builder wrote have none; build shards from your text with "
+       "python -m electra_tf.data.build_pretraining_data, or train on these with "
+       "electra_tf.data.reader.pretraining_dataset in your own model.fit", 2)
+def _(c):
+    foreign = c.tmp / "foreign"
+    foreign.mkdir()
+    first = sorted(p for p in os.listdir(c.job["data_dir"]) if p.startswith("pretrain_data"))[0]
+    shutil.copy(os.path.join(c.job["data_dir"], first), foreign / "part-00000.tfrecord")
+    return c.pretrain(_replace(_job_args(c.job)(c.tmp / "run"), "--data_dir", foreign), absent=[c.tmp / "run"])
 
 
 @entry("pretrain-truncated-shard", P, "a shard cut short (partial copy, full disk)",
