@@ -111,8 +111,8 @@ def test_export_says_the_pooler_is_random(model_dir, tmp_path, capsys):
         assert convert_main(["--from", "electra_tf", "--input", model_dir[0], "--to", "keras_hub",
                              "--output_dir", out]) == 0
     captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 2
+    lines = [line for line in captured.err.splitlines() if "ElectraBackbone preset" in line]
+    assert len(lines) == 2  # one for each export (other notes, e.g. on the tokenizer, may follow it)
     assert lines[0].startswith(f"{outs[0]}: keras-hub ElectraBackbone preset of the encoder (")
     assert lines[0].endswith("); its pooler (pooled_dense, tanh over [CLS]) has no ELECTRA counterpart and "
                              "holds random weights (seed 0): use sequence_output[:, 0] or fine-tune the pooler, "
@@ -124,3 +124,23 @@ def test_export_says_the_pooler_is_random(model_dir, tmp_path, capsys):
                for out in outs]
     np.testing.assert_array_equal(kernels[0], kernels[1])
     assert 0.01 < kernels[0].std() < 0.03
+
+
+def test_convert_parity_script_measures_both_exports(model_dir, tmp_path, capsys):
+    """scripts/convert_parity.py (the documented measurement): the exported preset's difference is
+    gelu_difference's, and the Hugging Face export is float round-off away."""
+    import json
+
+    from helpers import require_torch
+    from scripts.convert_parity import main as parity_main
+
+    require_torch()
+    tsv = tmp_path / "reviews.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{s}\t1\n" for s in h.SENTENCES))
+    assert parity_main(["--model_dir", model_dir[0], "--reviews", str(tsv), "--rows", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["reviews"] == "first 2 rows of reviews.tsv" and report["seq"] == model_dir[1].max_seq_length
+    preset, helper = report["keras_hub"]["sequence_output_exported_preset"], report["keras_hub"]["gelu_difference"]
+    assert preset["max_abs"] == helper["max_abs"] and 1e-6 < preset["max_abs"] < 5e-2
+    for name in ("discriminator_logits", "generator_logits"):
+        assert 0 <= report["hf"][name]["max_abs"] <= 1e-5 < report["hf"][name]["largest_value"], name
