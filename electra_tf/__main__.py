@@ -20,6 +20,7 @@ TOOLS = (
     ("finetune", "fine-tune on a GLUE task, SQuAD, CoNLL tagging or your CSV/TSV/JSONL file"),
     ("predict", "label a file with a fine-tuned model (or a SavedModel)"),
     ("export", "write a SavedModel for TF Serving (tokenizes raw strings in-graph)"),
+    ("export.check", "load a SavedModel as TF Serving will (its C++ loader, warm-up replayed) and run it"),
     ("convert", "import Google / Hugging Face / keras-hub weights, or export ours to them"),
 )
 

@@ -12,7 +12,8 @@ import pytest
 from electra_tf import paths, quiet_tf
 
 TOOLS = ["electra_tf.pretrain", "electra_tf.data.build_vocab", "electra_tf.data.build_pretraining_data",
-         "electra_tf.finetune", "electra_tf.export", "electra_tf.convert", "electra_tf.predict"]
+         "electra_tf.finetune", "electra_tf.export", "electra_tf.export.check", "electra_tf.convert",
+         "electra_tf.predict"]
 NOISE = re.compile(r"^([EW]0000 |WARNING: All log messages before absl::InitializeLog)", re.M)
 
 

@@ -94,7 +94,9 @@ class ServingModule(tf.Module):
         head for a classifier.
       vocab: the WordPiece vocabulary (list of tokens).
       max_seq_length: maximum pieces per example, [CLS]/[SEP] included.
-      do_lower_case: BERT uncased normalisation.
+      do_lower_case: the model's text normalisation (a `TextNormalization`, as
+        `ElectraConfig.normalization` gives it); a bool: the casing of a model
+        folder that records none (`TextNormalization.legacy`).
       labels: class names (classifier).
       pair: the classifier takes sentence pairs.
       regression: the classifier outputs one score.
@@ -142,18 +144,13 @@ class ServingModule(tf.Module):
         self.freeze_weights = bool(freeze_weights)
         self.encoder = encoder
         self.head = head
-        self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, do_lower_case=do_lower_case)
+        self.preprocessor = TextPreprocessor(vocab, self.max_seq_length, normalization=do_lower_case)
         self.labels = list(labels or [])
         # A JSON string, not a dict: tf.Module would track a dict attribute.
         self._metadata_json = json.dumps(dict(metadata or {}, labels=self.labels, pair=self.pair,
                                               regression=self.regression, max_seq_length=self.max_seq_length),
                                          sort_keys=True)
         self._labels = tf.constant(self.labels or [""], tf.string)
-        # No list of the weights beside `encoder` and `head`: tracking them saves every Keras variable, and
-        # a Keras 3 variable saves as the tf.Variable it wraps, whose handle the functions capture. A list
-        # of those inner tf.Variables would be a second object per weight, saved again (each weight
-        # stored twice; tests/export/test_saved_variables.py).
-
         self.serve, self.serve_encoded = self._functions()
         # One function for both signatures, so that a shape compiled for one serves the other.
         self._compiled_model = tf.function(self._padded_model, jit_compile=True) if self.jit_compile else None
@@ -303,8 +300,32 @@ class ServingModule(tf.Module):
         out.serve, out.serve_encoded = self._functions(frozen_model)
         return out
 
+    def _saved_module(self) -> tf.Module:
+        """What `save` writes: `serve` and `serve_encoded` beside one tracked `tf.Variable` per weight, and no
+        Keras object.
+
+        A Keras 3 variable wraps a `tf.Variable`, and the traced functions capture that inner variable's
+        handle. Saved as a Keras variable (by tracking `encoder` and `head`), it is written as a new
+        `tf.Variable` made for the SavedModel, which the saver's restore op fills while the functions
+        keep reading the inner one: `tf.saved_model.load` rebinds them by object, but TensorFlow's C++
+        loader (TF Serving's) restores by name and then reads an uninitialised variable. Tracking both
+        stores every weight twice. Tracking the inner variables only stores each once, restored where
+        the functions read it (tests/export/test_cpp_loader.py)."""
+        out = tf.Module(name=self.name)
+        seen, weights = set(), []
+        for v in list(self.encoder.weights) + list(self.head.weights):
+            inner = v if isinstance(v, tf.Variable) else v.value  # a Keras variable's tf.Variable
+            if not isinstance(inner, tf.Variable):
+                raise TypeError(f"weight {v.path} holds a {type(inner).__name__}, not a tf.Variable to save")
+            if id(inner) not in seen:
+                seen.add(id(inner))
+                weights.append(inner)
+        out.weights = weights
+        out.serve, out.serve_encoded = self.serve, self.serve_encoded
+        return out
+
     def save(self, path: str) -> str:
-        module = self._frozen_module() if self.freeze_weights else self
+        module = self._frozen_module() if self.freeze_weights else self._saved_module()
         tf.saved_model.save(module, path, signatures=self.signatures(module),
                             options=tf.saved_model.SaveOptions(save_debug_info=False))
         if self.kind == CLASSIFIER:
