@@ -27,6 +27,8 @@ SAMPLE_TEXTS = ("The film was a pleasant surprise.", "", "?!", "猫はマット�
                 "the story keeps going " * 200)
 TOLERANCE = 1e-5
 XLA_ATTRIBUTE = "_XlaMustCompile"
+# How TensorFlow words a read of a variable that no restore op filled.
+UNRESTORED_VARIABLE = ("Could not find variable", "Read variable failure", "uninitialized")
 
 
 def define_flags(fv=None) -> None:
@@ -127,6 +129,16 @@ def check(model_dir: str, texts: Optional[List[str]] = None, texts_b: Optional[L
             f"tf.saved_model.load's (max difference {diff:.1g})")
 
 
+def _hint(message: str) -> str:
+    """The fix for a failure a reader of the message would not guess."""
+    if any(m in message for m in UNRESTORED_VARIABLE):
+        return ("; its signatures read variables that the loader does not restore (a Keras 3 layer saved inside a "
+                "tf.Module does this): if electra_tf wrote it, export it again with this version")
+    if "Op type not registered" in message:
+        return "; the graph needs ops this TensorFlow lacks: install the tensorflow-text that matches tensorflow"
+    return ""
+
+
 def run(values) -> int:
     """The check, from the parsed flags; returns the exit code."""
     require_flags(values, "model_dir")
@@ -139,7 +151,7 @@ def run(values) -> int:
     try:
         line = check(model_dir, values.text, values.text_b)
     except CppLoaderError as e:
-        return report_error(f"TF Serving would not serve {model_dir}: {e}")
+        return report_error(f"TF Serving would not serve {model_dir}: {e}{_hint(str(e))}")
     print(line, flush=True)
     return 0
 

@@ -149,6 +149,7 @@ def test_the_two_loaders_disagree_on_a_keras_layer_in_a_module(tmp_path, capsys)
     assert check_main(["--model_dir", out]) == 2
     err = h.error_lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith(f"error: TF Serving would not serve {out}: "), err
+    assert err[0].endswith("if electra_tf wrote it, export it again with this version"), err
 
 
 def test_check_command_on_a_served_export(sources, tmp_path, capsys):
