@@ -19,6 +19,8 @@ import math
 import os
 from typing import Any, Optional
 
+from electra_tf.data.data_errors import DataError
+from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.paths import config_names, resolve_config
@@ -114,6 +116,11 @@ class ElectraConfig:
     train_batch_size: int = 128
     eval_batch_size: int = 128
     do_lower_case: bool = True
+    # The text normalisation the vocabulary and the shards were made with (electra_tf/data/normalization.py:
+    # {"mode": "bert", "lower_case": ..., "strip_accents": ..., "max_chars_per_word": 200}), which
+    # fine-tuning, the SavedModel and the exports apply. Pre-training copies it from the data manifest.
+    # null (every config.json written before it existed): mode nfkc_casefold with do_lower_case's casing.
+    text_normalization: Optional[dict] = None
 
     seed: int = 0
 
@@ -240,6 +247,25 @@ class ElectraConfig:
                  f"one of {', '.join(GENERATOR_OBJECTIVES)}")
         if self.hidden_act not in ("gelu", "gelu_approximate"):
             fail("hidden_act", self.hidden_act, "use 'gelu' (exact) or 'gelu_approximate'")
+        if self.text_normalization is not None:
+            try:
+                spec = TextNormalization.from_json(self.text_normalization, "config field 'text_normalization'")
+            except DataError as e:
+                raise ConfigError(str(e)) from None
+            if spec.lower_case != self.do_lower_case:
+                fail("do_lower_case", self.do_lower_case,
+                     f"it disagrees with text_normalization's lower_case={str(spec.lower_case).lower()}; change "
+                     f"both (the model's text was normalised once, as text_normalization says)")
+            self.text_normalization = spec.to_json()
+
+    @property
+    def normalization(self) -> TextNormalization:
+        """The text normalisation of this model (nfkc_casefold with `do_lower_case` when none is recorded)."""
+        return from_record(self.to_dict(), "config")
+
+    def with_normalization(self, normalization: TextNormalization) -> "ElectraConfig":
+        """A copy recording `normalization` (and its casing as do_lower_case)."""
+        return self.replace(do_lower_case=normalization.lower_case, text_normalization=normalization.to_json())
 
     # (De)serialisation ------------------------------------------------------
     def to_dict(self) -> dict:

@@ -9,10 +9,10 @@ ops only, so a SavedModel holding it loads without electra_tf or Keras.
 
 Encoding follows the reference BERT / ELECTRA code:
 
-* WordPiece via tensorflow-text's C++ `FastBertTokenizer` (BERT basic
-  tokenization: cleanup, whitespace / punctuation / CJK split, and, for
-  uncased models, lower-casing with NFD accent stripping; then greedy
-  longest-match-first WordPiece).
+* The model's text normalisation (`electra_tf.data.normalization`: the
+  reference's cleanup, casing, accent stripping, whitespace / punctuation / CJK
+  split), then greedy longest-match-first WordPiece, in the ops of
+  `electra_tf.data.wordpiece_ops`, which the pre-training shards are made with.
 * One text: `[CLS] a [SEP]`, `a` cut to `sequence_length - 2` pieces.
 * A pair: `[CLS] a [SEP] b [SEP]`, cut to `sequence_length - 3` pieces by the
   reference `_truncate_seq_pair` rule (drop the last piece of the longer text,
@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Union
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from electra_tf.data.tokenizer import MAX_BYTES_PER_WORD, SUFFIX_INDICATOR, UNKNOWN_TOKEN
+from electra_tf.data.normalization import TextNormalization
+from electra_tf.data.tokenizer import UNKNOWN_TOKEN
 from electra_tf.data.vocab import load_vocab
+from electra_tf.data.wordpiece_ops import WordPieceOps
 
 __all__ = ["TextPreprocessor", "pair_lengths", "text_list"]
 
@@ -121,15 +122,19 @@ class TextPreprocessor(tf.Module):
         [PAD] [UNK] [CLS] [SEP].
       sequence_length: the default most ids per example, [CLS] and [SEP]s
         included; None to pass `sequence_length` at every call.
-      do_lower_case: BERT uncased normalisation (lower-case and strip
-        accents). Required: pass the casing the model was trained with.
+      normalization: the text normalisation the model was trained with (a
+        `TextNormalization` or its JSON record, as config.json holds it; a
+        bool means `TextNormalization.legacy` of that casing).
+      do_lower_case: instead of `normalization`, for models whose folder
+        records no normalisation: the casing of the first releases' tokenizer
+        (`TextNormalization.legacy`). Pass exactly one of the two.
       name: the module's name.
 
     Example:
 
     >>> pre = TextPreprocessor(
     ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"],
-    ...     sequence_length=8, do_lower_case=True)
+    ...     sequence_length=8, normalization=TextNormalization())
     >>> out = pre(["The cats sat"], ["the cat"], pad_to_sequence_length=True)
     >>> out["input_ids"].numpy().tolist()
     [[2, 5, 6, 8, 3, 5, 6, 3]]
@@ -140,7 +145,8 @@ class TextPreprocessor(tf.Module):
     """
 
     def __init__(self, vocabulary: Union[str, Sequence[str]], sequence_length: Optional[int] = None, *,
-                 do_lower_case: bool, name: Optional[str] = None):
+                 do_lower_case: Optional[bool] = None,
+                 normalization: Union[TextNormalization, dict, bool, None] = None, name: Optional[str] = None):
         super().__init__(name=name)
         vocab: List[str] = load_vocab(vocabulary) if isinstance(vocabulary, str) else [str(t) for t in vocabulary]
         index = {}
@@ -153,13 +159,16 @@ class TextPreprocessor(tf.Module):
             raise ValueError(f"sequence_length={sequence_length} leaves no room for text; [CLS] and [SEP] take 2")
         self.vocabulary = vocab
         self.sequence_length = None if sequence_length is None else int(sequence_length)
-        self.do_lower_case = bool(do_lower_case)
+        if (normalization is None) == (do_lower_case is None):
+            raise TypeError("TextPreprocessor takes the model's text normalisation: pass normalization= (its "
+                            "config.json record), or do_lower_case= for a model folder that records none")
+        if normalization is None or isinstance(normalization, bool):
+            normalization = TextNormalization.legacy(bool(do_lower_case if normalization is None else normalization))
+        self.normalization = TextNormalization.from_json(normalization, "TextPreprocessor(normalization=...)")
+        self.do_lower_case = self.normalization.lower_case
         self.pad_id, self.unk_id = index["[PAD]"], index[UNKNOWN_TOKEN]
         self.cls_id, self.sep_id = index["[CLS]"], index["[SEP]"]
-        self.tokenizer = tf_text.FastBertTokenizer(
-            vocab=vocab, suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=MAX_BYTES_PER_WORD,
-            token_out_type=tf.int64, unknown_token=UNKNOWN_TOKEN,
-            lower_case_nfd_strip_accents=self.do_lower_case, support_detokenization=False)
+        self.tokenizer = WordPieceOps(vocab, self.normalization)
         self._tokens = tf.constant(vocab, tf.string)
 
     @property
@@ -176,10 +185,7 @@ class TextPreprocessor(tf.Module):
         Returns:
           int32 `RaggedTensor` `[batch, (pieces)]`.
         """
-        ids = self.tokenizer.tokenize(tf.convert_to_tensor(texts, tf.string))
-        if ids.shape.rank > 2:  # defensive: some tensorflow-text versions keep a words dimension
-            ids = ids.merge_dims(-2, -1)
-        return tf.cast(ids, tf.int32)
+        return tf.cast(self.tokenizer.tokenize(tf.convert_to_tensor(texts, tf.string)), tf.int32)
 
     def tokenize_with_offsets(self, texts):
         """WordPiece ids with each piece's `[start, end)` UTF-8 byte offsets in its text.
@@ -192,8 +198,6 @@ class TextPreprocessor(tf.Module):
           `RaggedTensor` `[batch, (pieces)]`.
         """
         ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.convert_to_tensor(texts, tf.string))
-        if ids.shape.rank > 2:
-            ids, starts, ends = (t.merge_dims(-2, -1) for t in (ids, starts, ends))
         return tf.cast(ids, tf.int32), starts, ends
 
     def id_to_token(self, ids) -> tf.Tensor:
@@ -271,8 +275,11 @@ class TextPreprocessor(tf.Module):
     # ------------------------------------------------------------------ config
     def get_config(self) -> dict:
         return {"vocabulary": list(self.vocabulary), "sequence_length": self.sequence_length,
-                "do_lower_case": self.do_lower_case, "name": self.name}
+                "normalization": self.normalization.to_json(), "name": self.name}
 
     @classmethod
     def from_config(cls, config: dict) -> "TextPreprocessor":
+        config = dict(config)
+        if "normalization" in config:
+            config.pop("do_lower_case", None)
         return cls(**config)

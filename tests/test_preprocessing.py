@@ -169,7 +169,9 @@ def test_saved_preprocessor_reloads_with_the_same_outputs(vocab, sentences, tmp_
 def test_config_round_trip_and_tokens(vocab):
     pre = TextPreprocessor(vocab, 12, do_lower_case=False, name="pre")
     config = pre.get_config()
-    assert config == {"vocabulary": vocab, "sequence_length": 12, "do_lower_case": False, "name": "pre"}
+    assert config == {"vocabulary": vocab, "sequence_length": 12, "name": "pre",
+                      "normalization": {"mode": "nfkc_casefold", "lower_case": False, "strip_accents": False,
+                                        "max_bytes_per_word": 100}}
     again = TextPreprocessor.from_config(config)
     texts = ["The Cat sat.", "Le café"]
     for key, value in pre(texts).items():
@@ -180,8 +182,8 @@ def test_config_round_trip_and_tokens(vocab):
 
 
 def test_casing_is_what_the_caller_passes(vocab):
-    with pytest.raises(TypeError, match="do_lower_case"):
-        TextPreprocessor(vocab, 12)  # pylint: disable=missing-kwoa
+    with pytest.raises(TypeError, match="normalization"):
+        TextPreprocessor(vocab, 12)
     cased = TextPreprocessor(vocab, 12, do_lower_case=False).tokenize(["The"]).to_list()
     uncased = TextPreprocessor(vocab, 12, do_lower_case=True).tokenize(["The"]).to_list()
     assert cased != uncased and uncased == [[vocab.index("the")]]

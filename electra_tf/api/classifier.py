@@ -34,6 +34,7 @@ from electra_tf.api.model_locator import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_text_atomic
+from electra_tf.data.normalization import TextNormalization
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.model_recipe import read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
@@ -60,7 +61,9 @@ class ElectraClassifier(keras.Model):
       labels: class names in logit order (default: "0", "1", ... for `num_classes`).
       num_classes: number of classes when `labels` is not given.
       sequence_length: the most word pieces per example.
-      do_lower_case: lower-case the text (default: the config's casing).
+      do_lower_case: lower-case the text (default: the casing of the text normalisation).
+      normalization: the text normalisation (a `TextNormalization` or its JSON
+        record; default: the config's, `ElectraConfig.normalization`).
       regression: one output score instead of classes.
       pooling: "cls" or "mean" (see `ClassificationHead`); default: the encoder's own where its
         config records one (an imported sentence-transformers model: mean), else the size's.
@@ -76,7 +79,7 @@ class ElectraClassifier(keras.Model):
     def __init__(self, config, vocabulary, labels: Optional[Sequence[str]] = None,
                  num_classes: Optional[int] = None, sequence_length: int = 128,
                  do_lower_case: Optional[bool] = None, regression: bool = False, pooling: Optional[str] = None,
-                 two_layer_head: bool = False, pair: bool = False, **kwargs):
+                 two_layer_head: bool = False, pair: bool = False, normalization=None, **kwargs):
         super().__init__(**kwargs)
         self.electra_config = config if isinstance(config, ElectraConfig) else ElectraConfig.from_dict(dict(config))
         if regression:
@@ -100,8 +103,11 @@ class ElectraClassifier(keras.Model):
         if sequence_length > cfg.max_position_embeddings:
             raise ApiError(f"sequence_length={sequence_length} exceeds the model's max_position_embeddings "
                            f"{cfg.max_position_embeddings}; lower it")
-        lower = cfg.do_lower_case if do_lower_case is None else do_lower_case
-        self.preprocessor = ElectraPreprocessor(vocabulary, sequence_length, lower)
+        normalization = (cfg.normalization if normalization is None
+                         else TextNormalization.from_json(normalization, "ElectraClassifier(normalization=...)"))
+        if do_lower_case is not None and bool(do_lower_case) != normalization.lower_case:
+            normalization = TextNormalization.create(bool(do_lower_case), None, normalization.mode)
+        self.preprocessor = ElectraPreprocessor(vocabulary, sequence_length, normalization=normalization)
         self.backbone = ClassifierModel(build_encoder(cfg), 1 if regression else len(self.label_names), regression,
                                         cfg.hidden_dropout_prob, cfg.initializer_range, two_layer_head, pooling=pooling)
         build_and_call(self.backbone, min(8, sequence_length))
@@ -159,10 +165,10 @@ class ElectraClassifier(keras.Model):
         if same_head:
             kwargs = dict({"regression": meta.get("regression", False), "pooling": meta.get("pooling", "cls"),
                            "two_layer_head": meta.get("two_layer_head", False), "pair": meta.get("pair", False),
-                           "do_lower_case": found.do_lower_case}, **kwargs)
+                           "normalization": found.normalization}, **kwargs)
             labels = meta.get("labels")
         seq = sequence_length or meta.get("max_seq_length") or min(128, found.config.max_position_embeddings)
-        kwargs.setdefault("do_lower_case", found.do_lower_case)
+        kwargs.setdefault("normalization", found.normalization)
         recipe = None
         if not found.fine_tuned:  # a fine-tuned folder carries its own head and settings
             try:
@@ -315,14 +321,14 @@ class ElectraClassifier(keras.Model):
         save_classifier(path, self.backbone, self.electra_config, vocab, self.label_names, "electra_classifier",
                         pair=self.pair, max_seq_length=self.preprocessor.sequence_length, regression=self.regression,
                         two_layer_head=self.two_layer_head, pooling=self.pooling,
-                        do_lower_case=self.preprocessor.do_lower_case)
+                        do_lower_case=self.preprocessor.do_lower_case, normalization=self.preprocessor.normalization)
         return path
 
     def get_config(self) -> dict:
         return {"name": self.name, "config": self.electra_config.to_dict(),
                 "vocabulary": list(self.preprocessor.vocabulary), "labels": list(self.label_names),
                 "sequence_length": self.preprocessor.sequence_length,
-                "do_lower_case": self.preprocessor.do_lower_case, "regression": self.regression,
+                "normalization": self.preprocessor.normalization.to_json(), "regression": self.regression,
                 "pooling": self.pooling, "two_layer_head": self.two_layer_head, "pair": self.pair}
 
     @classmethod

@@ -17,9 +17,10 @@ import os
 from typing import Optional, Tuple
 
 from electra_tf.config import ElectraConfig
+from electra_tf.data.normalization import TextNormalization
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import load_classifier
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
+from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
 from electra_tf.finetune.modeling.task_models import build_and_call
 from electra_tf.models import build_encoder
@@ -54,10 +55,15 @@ class Located:
         return self.meta is not None
 
     @property
+    def normalization(self) -> TextNormalization:
+        """The text normalisation the model was trained (fine-tuned) with."""
+        if self.meta is not None:
+            return classifier_normalization(self.meta, self.config, os.path.join(self.model_dir, CLASSIFIER_FILE))
+        return self.config.normalization
+
+    @property
     def do_lower_case(self) -> bool:
-        if self.meta is not None and "do_lower_case" in self.meta:
-            return bool(self.meta["do_lower_case"])
-        return bool(self.config.do_lower_case)
+        return self.normalization.lower_case
 
 
 def locate(path: str) -> Located:

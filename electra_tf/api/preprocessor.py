@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.api.model_locator import ApiError, locate
+from electra_tf.data.normalization import TextNormalization
 from electra_tf.data.vocab import load_vocab
 from electra_tf.preprocessing import TextPreprocessor
 
@@ -34,22 +35,28 @@ class ElectraPreprocessor(keras.layers.Layer):
       vocabulary: the WordPiece vocabulary, a list of tokens (or a vocab.txt path).
       sequence_length: the most word pieces per example, [CLS]/[SEP] included;
         batches are padded to their longest row.
-      do_lower_case: lower-case and strip accents (uncased vocabularies).
+      do_lower_case: without `normalization`: the casing of a model whose
+        folder records no text normalisation (`TextNormalization.legacy`).
+      normalization: the model's text normalisation (a `TextNormalization` or
+        its config.json record); `from_pretrained` passes the model's.
 
     Call with a `[batch]` string tensor or list, or a `(texts, second_texts)`
     tuple for pairs; returns a dict of int32 `[batch, seq]` tensors
     `input_ids`, `input_mask`, `segment_ids`.
     """
 
-    def __init__(self, vocabulary, sequence_length: int = 128, do_lower_case: bool = True, **kwargs):
+    def __init__(self, vocabulary, sequence_length: int = 128, do_lower_case: bool = True, normalization=None,
+                 **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         if isinstance(vocabulary, str):
             vocabulary = load_vocab(vocabulary)
         self.vocabulary = list(vocabulary)
         self.sequence_length = int(sequence_length)
-        self.do_lower_case = bool(do_lower_case)
-        self.text = TextPreprocessor(self.vocabulary, self.sequence_length, do_lower_case=self.do_lower_case)
+        self.text = TextPreprocessor(self.vocabulary, self.sequence_length,
+                                     normalization=bool(do_lower_case) if normalization is None else normalization)
+        self.normalization = self.text.normalization
+        self.do_lower_case = self.normalization.lower_case
         self.built = True  # no weights
 
     @classmethod
@@ -61,14 +68,17 @@ class ElectraPreprocessor(keras.layers.Layer):
           path: a pre-training run directory, its pretrained/ model, a converted
             model directory, or a fine-tuned seed_<n>/ directory.
           sequence_length: default: the fine-tuning length, else the config's max_seq_length.
-          do_lower_case: default: the casing the model was trained with.
+          do_lower_case: default: the casing the model was trained with (its
+            text normalisation's; another casing keeps the normalisation's mode).
         """
         found = locate(path)
         if found.vocab is None or not os.path.isfile(found.vocab):
             raise ApiError(f"{path} has no vocab.txt; the preprocessor needs the vocabulary the model was trained with")
         seq = sequence_length or (found.meta or {}).get("max_seq_length") or found.config.max_seq_length
-        lower = found.do_lower_case if do_lower_case is None else do_lower_case
-        return cls(found.vocab, seq, lower)
+        normalization = found.normalization
+        if do_lower_case is not None and bool(do_lower_case) != normalization.lower_case:
+            normalization = TextNormalization.create(bool(do_lower_case), None, normalization.mode)
+        return cls(found.vocab, seq, normalization=normalization)
 
     def __call__(self, inputs, *args, **kwargs):
         # Python strings and lists of them become string tensors first (Keras passes only tensors).
@@ -93,7 +103,7 @@ class ElectraPreprocessor(keras.layers.Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         config.update({"vocabulary": list(self.vocabulary), "sequence_length": self.sequence_length,
-                       "do_lower_case": self.do_lower_case})
+                       "do_lower_case": self.do_lower_case, "normalization": self.normalization.to_json()})
         return config
 
 

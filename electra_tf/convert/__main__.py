@@ -40,6 +40,7 @@ from electra_tf.cli import parse_flags, report_error, require_flags, run_absl
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.convert import common, google, hf, keras_hub as kh
 from electra_tf.convert.mapping import CONVERTED, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
+from electra_tf.convert.tokenizer_files import hf_note, keras_hub_note
 from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
@@ -140,9 +141,10 @@ def _import(args, base) -> int:
         source["skipped"] = len(skipped)
     elif args.source == "hf":
         config, tensors, info = hf.load(args.input, args.generator_input, base)
-        lower = hf.do_lower_case(args.input)
-        if lower is not None and base is None:
-            config = config.replace(do_lower_case=lower)
+        if base is None or base.text_normalization is None:
+            # BERT's rules with the casing of the model's tokenizer_config.json (--config's without one).
+            default_lower = base.do_lower_case if base is not None else config.do_lower_case
+            config = config.with_normalization(hf.normalization(args.input, default_lower))
         vocab = args.vocab or hf.find_vocab(args.input, args.generator_input)
         source.update(info)
         if "note" in info:
@@ -194,8 +196,11 @@ def _export(args) -> int:
     if args.target == "keras_hub":
         encoder, config = saving.load_encoder(args.input)
         kh.export_preset(encoder, args.output_dir, vocab if os.path.isfile(vocab) else None, config.do_lower_case,
-                         seed=kh.POOLER_SEED)
+                         seed=kh.POOLER_SEED, strip_accents=config.normalization.strip_accents)
         print(kh.export_note(args.output_dir, _megabytes(args.output_dir)), file=sys.stderr)
+        note = keras_hub_note(config.normalization)
+        if note and os.path.isfile(vocab):
+            print(note, file=sys.stderr)
         print(json.dumps({"output": args.output_dir, "format": "keras_hub", "pooler": kh.POOLER_STATE}))
         return 0
     objective = saving.load_config(args.input).objective
@@ -207,8 +212,16 @@ def _export(args) -> int:
     if args.target == "google":
         # vocab.txt and electra_config.json go beside the checkpoint: the import reads them.
         google.export_pretrainer(pretrainer, args.output_dir, vocab_file=vocab)
+        if not pretrainer.config.normalization.is_bert:
+            print(f"warning: the model's text normalisation ({pretrainer.config.normalization.describe()}) is not "
+                  f"the reference tokenizer's (FullTokenizer lower-cases with str.lower(), not NFKC case "
+                  f"folding); electra_config.json records it for python -m electra_tf.convert --from google",
+                  file=sys.stderr)
     else:
         hf.export(pretrainer, args.output_dir, vocab if os.path.isfile(vocab) else None)
+        note = hf_note(pretrainer.config.normalization)
+        if note:
+            print(note, file=sys.stderr)
     print(json.dumps({"output": args.output_dir, "format": args.target}))
     return 0
 

@@ -30,12 +30,13 @@ from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import build_config
 from electra_tf.convert.mapping import ConversionError, export_tensors, is_ignored, pretrainer_entries
 from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.data.normalization import TextNormalization
 
 # Beside the checkpoint: what `--to google` writes and `--from google` reads.
 VOCAB_FILE = "vocab.txt"
 SIDECAR_FILE = "electra_config.json"
 # Facts of the weights that change the model's outputs but no tensor shape shows.
-MODEL_FACTS = ("num_attention_heads", "hidden_act", "layer_norm_eps", "do_lower_case")
+MODEL_FACTS = ("num_attention_heads", "hidden_act", "layer_norm_eps", "do_lower_case", "text_normalization")
 # Settings of the exported model carried along (defaults for fine-tuning and scoring).
 SETTINGS = ("max_seq_length", "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 
@@ -168,4 +169,10 @@ def import_config(sizes: dict, path: str, base: Optional[ElectraConfig],
     if base is not None:
         # --config fills the settings; the sidecar's facts describe the weights and stay.
         values.update({k: getattr(base, k) for k in SETTINGS})
+    if "text_normalization" not in facts and (base is None or base.text_normalization is None):
+        # A checkpoint of google-research/electra (or one exported before the field existed): the
+        # reference tokenizer's rules, the bert mode, with the recorded casing.
+        lower = values.get("do_lower_case", base.do_lower_case if base is not None else True)
+        values["do_lower_case"] = bool(lower)
+        values["text_normalization"] = TextNormalization.create(bool(lower)).to_json()
     return build_config(sizes, base, heads, **values)

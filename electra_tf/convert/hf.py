@@ -34,7 +34,9 @@ import numpy as np
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import build_config, sizes_from_tensors
 from electra_tf.convert.mapping import ConversionError, export_tensors, pretrainer_entries
+from electra_tf.convert.tokenizer_files import hf_tokenizer_config, write_hf_tokenizer
 from electra_tf.data.fs import write_json_atomic
+from electra_tf.data.normalization import TextNormalization
 
 # --------------------------------------------------------------------------- safetensors
 _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
@@ -383,13 +385,28 @@ def find_vocab(*dirs) -> Optional[str]:
     return None
 
 
-def do_lower_case(model_dir: str) -> Optional[bool]:
+def _tokenizer_config(model_dir: str) -> dict:
     path = os.path.join(model_dir, "tokenizer_config.json")
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
-            value = json.load(f).get("do_lower_case")
-        return None if value is None else bool(value)
-    return None
+            value = json.load(f)
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def do_lower_case(model_dir: str) -> Optional[bool]:
+    value = _tokenizer_config(model_dir).get("do_lower_case")
+    return None if value is None else bool(value)
+
+
+def normalization(model_dir: str, default_lower_case: bool) -> TextNormalization:
+    """The text normalisation of a Hugging Face BERT-family model: BERT's rules (the bert mode) with the
+    casing and accent stripping its tokenizer_config.json states (strip_accents null follows the casing)."""
+    settings = _tokenizer_config(model_dir)
+    lower = settings.get("do_lower_case")
+    lower = default_lower_case if lower is None else bool(lower)
+    strip = settings.get("strip_accents")
+    return TextNormalization.create(lower, None if strip is None else bool(strip))
 
 
 # --------------------------------------------------------------------------- writing
@@ -445,9 +462,13 @@ def export(pretrainer, output_dir: str, vocab_file: Optional[str] = None) -> Dic
             hf["electra.embeddings.LayerNorm.bias"] = tensors["electra/embeddings/LayerNorm/beta"]
         write_json_atomic(os.path.join(d, "config.json"), hf_config(config, kind), sort_keys=True)
         write_safetensors(os.path.join(d, "model.safetensors"), hf, {"format": "pt"})
-        write_json_atomic(os.path.join(d, "tokenizer_config.json"),
-                          {"do_lower_case": config.do_lower_case, "tokenizer_class": "ElectraTokenizer"})
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(d, "vocab.txt"))
+            # The model's text normalisation as tokenizer.json + tokenizer_config.json (tokenizer_files.py).
+            write_hf_tokenizer(d, vocab_file, config.normalization, config.max_position_embeddings)
+        else:
+            write_json_atomic(os.path.join(d, "tokenizer_config.json"),
+                              hf_tokenizer_config(config.normalization, config.max_position_embeddings),
+                              sort_keys=True)
         out[kind] = d
     return out

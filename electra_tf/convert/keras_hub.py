@@ -96,7 +96,7 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
 
 
 def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do_lower_case: bool = True,
-                  seed: int = 0) -> str:
+                  seed: int = 0, strip_accents: Optional[bool] = None) -> str:
     """Saves our discriminator encoder as a keras-hub preset that
     `keras_hub.models.ElectraBackbone.from_preset(preset_dir)` loads.
 
@@ -108,8 +108,9 @@ def export_preset(encoder, preset_dir: str, vocab_file: Optional[str] = None, do
     os.makedirs(preset_dir, exist_ok=True)
     backbone.save_to_preset(preset_dir)
     if vocab_file:
-        tokenizer = keras_hub.models.ElectraTokenizer(vocabulary=load_vocab(vocab_file), lowercase=do_lower_case,
-                                                      strip_accents=do_lower_case)
+        tokenizer = keras_hub.models.ElectraTokenizer(
+            vocabulary=load_vocab(vocab_file), lowercase=do_lower_case,
+            strip_accents=do_lower_case if strip_accents is None else strip_accents)
         tokenizer.save_to_preset(preset_dir)
     return preset_dir
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from electra_tf.data import fs
 from electra_tf.data import manifest as mf
 from electra_tf.data.data_errors import DataError
+from electra_tf.data.normalization import from_record
 from electra_tf.data.tokenizer import file_sha256
 from electra_tf.data.vocab import SpecialTokenIds
 
@@ -204,6 +205,9 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
         "vocab_file": os.path.abspath(vocab_file) if "://" not in vocab_file else vocab_file,
         "do_lower_case": settings["do_lower_case"],
         "strip_accents": settings["strip_accents"],
+        # What fine-tuning, export and convert apply (electra_tf/data/normalization.py); a build of the
+        # nfkc_casefold mode keeps its settings (and so its identity) as before the field existed.
+        "text_normalization": from_record(settings, "settings").to_json(),
         "special_token_ids": {"pad": special.pad, "unk": special.unk, "cls": special.cls,
                               "sep": special.sep, "mask": special.mask},
         "features": {name: {"dtype": "int64", "shape": [max_seq_length]} for name in mf.FEATURES},

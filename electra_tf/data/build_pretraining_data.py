@@ -4,6 +4,12 @@
         --corpus 'corpus/*.txt' --vocab_file vocab.txt --output_dir shards/ \\
         --max_seq_length 128 --num_shards 64 --num_processes 8
 
+The text normalisation (casing, accents, mode) is the one build_vocab recorded
+beside the vocabulary (`vocab.txt.normalization.json`) unless flags ask
+otherwise; flags that contradict that record are refused. It is recorded in
+manifest.json (`text_normalization`), from which pre-training copies it into
+the model's config.json.
+
 Input: text with one sentence/paragraph per line and a blank line between
 documents (files, directories or globs), or a tfds dataset. The corpus is cut
 into byte-balanced shard ranges at document boundaries; each shard is built by a
@@ -40,7 +46,9 @@ from electra_tf.data.corpus import check_text_file, expand_corpus, file_size, is
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
-from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256, resolve_strip_accents
+from electra_tf.data.normalization import (DEFAULT_MODE, MODES, TextNormalization, read_vocab_record,
+                                           vocab_record_path)
+from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 
 
@@ -82,8 +90,9 @@ def build_pretraining_data(
     max_seq_length: int = 128,
     num_shards: int = 1,
     num_processes: int = 1,
-    lower_case: bool = True,
+    lower_case: Optional[bool] = None,
     strip_accents: Optional[bool] = None,
+    mode: Optional[str] = None,
     blanks_separate_docs: bool = True,
     seed: int = 0,
     max_line_bytes: Optional[int] = None,
@@ -106,8 +115,12 @@ def build_pretraining_data(
       max_seq_length: tokens per example, [CLS]/[SEP] included.
       num_shards: output files; the unit of parallel work and of resumption.
       num_processes: worker processes (spawned; TF is not fork-safe).
-      lower_case: lower-case text before WordPiece.
-      strip_accents: strip accents; None follows lower_case (BERT behaviour).
+      lower_case: lower-case text before WordPiece; None: as the vocabulary's
+        record (`<vocab_file>.normalization.json`) says, else True.
+      strip_accents: strip accents; None: as recorded, else follows
+        lower_case (BERT behaviour).
+      mode: the text normalisation's mode ("bert", "nfkc_casefold"); None: as
+        recorded, else "bert".
       blanks_separate_docs: a blank line ends a document (else blank lines are
         skipped and only file ends / tfds records end documents).
       seed: seeds every random choice (per shard).
@@ -148,7 +161,8 @@ def build_pretraining_data(
     vocab = load_vocab(vocab_file)
     check_vocab(vocab, vocab_file)
     special = special_token_ids(vocab)
-    strip = resolve_strip_accents(lower_case, strip_accents)
+    normalization = _normalization(vocab_file, lower_case, strip_accents, mode)
+    lower_case, strip = normalization.lower_case, normalization.strip_accents
     files: List[str] = []
     sizes: List[int] = []
     if tfds_name is None:
@@ -183,6 +197,9 @@ def build_pretraining_data(
         "blanks_separate_docs": bool(blanks_separate_docs), "seed": int(seed),
         "num_shards": num_shards, "max_line_bytes": max_line_bytes, "source": source,
     }
+    if normalization.is_bert:
+        # Builds of the nfkc_casefold mode keep the settings (the identity) they had before this field.
+        settings["text_normalization"] = normalization.to_json()
     if not truncate_long_lines:
         # Recorded only for the carry rule: a build made before it truncated, and keeps
         # its identity under --truncate_long_lines (never mistaken for a carried build).
@@ -202,7 +219,8 @@ def build_pretraining_data(
     forced_splits = 0
     tasks: List[ShardTask] = []
     common = dict(num_shards=num_shards, output_dir=output_dir, vocab_file=vocab_file,
-                  lower_case=bool(lower_case), strip_accents=strip, max_seq_length=max_seq_length,
+                  lower_case=bool(lower_case), strip_accents=strip, normalization=normalization,
+                  max_seq_length=max_seq_length,
                   seed=int(seed), blanks_separate_docs=bool(blanks_separate_docs),
                   max_line_bytes=max_line_bytes, carry=not truncate_long_lines)
     if tfds_spec is not None:
@@ -239,12 +257,36 @@ def build_pretraining_data(
 
     # --- build -----------------------------------------------------------------------
     _build(todo, done, output_dir, num_processes, progress,
-           lambda: build_tokenizer_models(vocab, lower_case, strip))
+           lambda: build_tokenizer_models(vocab, normalization=normalization))
     if repair is not None:
         fs.rmtree(work_dir)
         return check_repair(existing, done, output_dir, log)
     return finish_build(output_dir, settings, build_id, done, [t.index for t in todo], vocab_file,
                         special, forced_splits, started, log)
+
+
+def _normalization(vocab_file: str, lower_case: Optional[bool], strip_accents: Optional[bool],
+                   mode: Optional[str]) -> TextNormalization:
+    """The build's text normalisation: the flags given, the rest from the vocabulary's record.
+
+    Raises:
+      DataError: an unknown mode, or flags that contradict the vocabulary's record.
+    """
+    if mode is not None and mode not in MODES:
+        raise DataError(f"--normalization={mode!r} is unknown; use one of {', '.join(MODES)}")
+    recorded = read_vocab_record(vocab_file)
+    if recorded is None:
+        return TextNormalization.create(True if lower_case is None else lower_case, strip_accents,
+                                        mode or DEFAULT_MODE)
+    lower = recorded.lower_case if lower_case is None else bool(lower_case)
+    if strip_accents is None:
+        strip_accents = recorded.strip_accents if lower == recorded.lower_case else None
+    wanted = TextNormalization.create(lower, strip_accents, mode or recorded.mode)
+    if wanted != recorded:
+        raise DataError(f"--vocab_file {vocab_file} was built with text normalisation ({recorded.describe()}; "
+                        f"{vocab_record_path(vocab_file)}) but the flags ask for ({wanted.describe()}); drop "
+                        f"those flags (or pass {recorded.flags()}), or rebuild the vocabulary with them")
+    return wanted
 
 
 def _build(todo: List[ShardTask], done: Dict[int, Dict[str, Any]], output_dir: str, num_processes: int,
@@ -300,9 +342,14 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.", flag_values=fv)
     flags.DEFINE_integer("num_shards", 16, "Number of output shards.", flag_values=fv)
     flags.DEFINE_integer("num_processes", 1, "Worker processes.", flag_values=fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (--nodo_lower_case for cased).", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (--nodo_lower_case for cased); default: as "
+                      "the vocabulary's record (vocab.txt.normalization.json) says, else true.", flag_values=fv)
     flags.DEFINE_enum("strip_accents", "auto", ["auto", "true", "false"],
-                      "Strip accents; auto follows --do_lower_case.", flag_values=fv)
+                      "Strip accents; auto: as the vocabulary's record says, else as --do_lower_case.",
+                      flag_values=fv)
+    flags.DEFINE_enum("normalization", None, list(MODES),
+                      "Text normalisation rules, bert or nfkc_casefold (electra_tf/data/normalization.py); default: "
+                      "the vocabulary's record, else bert.", flag_values=fv)
     flags.DEFINE_bool("blanks_separate_docs", True, "A blank line ends a document.", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Random seed.", flag_values=fv)
     flags.DEFINE_integer("max_line_bytes", None, "Cut longer lines (default max(64KiB, 200*seq)).",
@@ -328,8 +375,9 @@ def run(fv) -> int:
     try:
         build_pretraining_data(
             fv.output_dir, fv.vocab_file, fv.corpus, max_seq_length=fv.max_seq_length,
-            num_shards=fv.num_shards, num_processes=fv.num_processes, lower_case=fv.do_lower_case,
-            strip_accents=strip, blanks_separate_docs=fv.blanks_separate_docs, seed=fv.seed,
+            num_shards=fv.num_shards, num_processes=fv.num_processes,
+            lower_case=fv.do_lower_case if fv["do_lower_case"].present else None,
+            strip_accents=strip, mode=fv.normalization, blanks_separate_docs=fv.blanks_separate_docs, seed=fv.seed,
             max_line_bytes=fv.max_line_bytes, truncate_long_lines=fv.truncate_long_lines,
             tfds_name=fv.tfds_name, tfds_split=fv.tfds_split,
             tfds_text_key=fv.tfds_text_key, tfds_data_dir=fv.tfds_data_dir, overwrite=fv.overwrite,

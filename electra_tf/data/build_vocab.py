@@ -1,13 +1,15 @@
 """Learn a WordPiece vocabulary from a (sample of a) text corpus.
 
     python -m electra_tf.data.build_vocab --corpus 'corpus/*.txt' \\
-        --vocab_size 30522 --output_file vocab.txt [--nodo_lower_case] [--sample_lines 1000000]
+        --vocab_size 30522 --output_file vocab.txt [--nodo_lower_case] [--strip_accents false] \\
+        [--normalization bert] [--sample_lines 1000000]
 
 Learns with Hugging Face `tokenizers`' WordPiece trainer (Rust). Text is
-normalised and split as the in-graph tokenizer (tensorflow-text
-FastBertTokenizer, electra_tf.data.tokenizer) and tensorflow-text's BERT
-BasicTokenizer do it: lower-casing by NFKC case folding and accent stripping
-as asked, CJK characters as words, punctuation split off.
+normalised and split by the shards' own ops (electra_tf.data.wordpiece_ops)
+under the text normalisation asked (electra_tf.data.normalization: by default
+the reference BERT rules, lower-cased with accents stripped), which is
+recorded beside the vocabulary in `<output_file>.normalization.json`; the data
+builder reads it from there.
 
 The corpus (plain or .gz files) is streamed once and reservoir-sampled to
 --sample_lines lines, so memory is bounded by the sample; --sample_lines 0
@@ -45,7 +47,7 @@ from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, it
 from electra_tf.data.data_errors import DataError
 # hf_tokenizer is imported from here by tests and named here in docs/data.md.
 from electra_tf.data.hf_bert_tokenizer import hf_tokenizer  # noqa: F401  pylint: disable=unused-import
-from electra_tf.data.tokenizer import resolve_strip_accents
+from electra_tf.data.normalization import DEFAULT_MODE, MODES, TextNormalization, vocab_record_path, vocab_record_text
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError
 from electra_tf.data.word_counts import count_raw_words, pre_tokenized_counts
 from electra_tf.data.wordpiece_learner import layout_vocab, learn_wordpiece
@@ -98,7 +100,7 @@ def sample_corpus_lines(files: Sequence[str], sample_lines: int, seed: int = 0,
 
 def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_case: bool = True,
                 strip_accents: Optional[bool] = None, sample_lines: int = 1_000_000, seed: int = 0,
-                min_count: int = 10, learner: str = "tokenizers",
+                min_count: int = 10, learner: str = "tokenizers", mode: str = DEFAULT_MODE,
                 log: Callable[[str], None] = print) -> List[str]:
     """Learns a WordPiece vocabulary and writes it one token per line.
 
@@ -119,15 +121,21 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
       learner: "tokenizers" (the Hugging Face WordPiece trainer, fast) or
         "bert_vocab" (tensorflow-text's top-down learner: keeps frequent words
         whole on corpora of a few thousand words; slow on large ones).
+      mode: the text normalisation's mode, "bert" (the reference's rules) or
+        "nfkc_casefold" (the first releases'); see electra_tf/data/normalization.py.
       log: receives one-line status messages.
 
     Returns:
-      The vocabulary tokens.
+      The vocabulary tokens (also written: `output`, and the normalisation in
+      `output` + ".normalization.json").
 
     Raises:
       DataError: bad corpus, vocab_size, min_count or output path.
     """
     started = time.time()
+    if mode not in MODES:
+        raise DataError(f"--normalization={mode!r} is unknown; use one of {', '.join(MODES)}")
+    normalization = TextNormalization.create(lower_case, strip_accents, mode)
     if learner not in LEARNERS:
         raise DataError(f"--learner={learner!r} is unknown; use one of {', '.join(LEARNERS)}")
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
@@ -162,15 +170,15 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         lines: Iterable[str] = sample_corpus_lines(files, sample_lines, seed, stats)
     else:
         lines = iter_corpus_lines(files, stats)  # nothing held but the counts
-    strip = resolve_strip_accents(lower_case, strip_accents)
+    lower_case, strip = normalization.lower_case, normalization.strip_accents
     if learner == "bert_vocab":
-        vocab = layout_vocab(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip),
-                        vocab_size, list(SPECIAL_TOKENS))
+        vocab = layout_vocab(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip,
+                                              normalization), vocab_size, list(SPECIAL_TOKENS))
         steps = f"tensorflow-text learner {time.time() - started:.1f}s"
     else:
         raw = count_raw_words(counted(lines))
         counted_at = time.time()
-        counts = pre_tokenized_counts(raw, lower_case, strip)
+        counts = pre_tokenized_counts(raw, normalization=normalization)
         del raw
         normalised_at = time.time()
         vocab = learn_wordpiece(counts, vocab_size, min_count)
@@ -181,8 +189,10 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
 
     _write_lines(output, vocab)
+    _write_text(vocab_record_path(output), vocab_record_text(normalization), "--output_file")
     log(f"wrote {output}: {len(vocab)} tokens (asked {vocab_size}) learned from {num_lines[0]:,} lines "
-        f"of {len(files)} file(s) in {time.time() - started:.1f}s ({steps})")
+        f"of {len(files)} file(s) in {time.time() - started:.1f}s ({steps}); text normalisation "
+        f"({normalization.describe()}) recorded in {vocab_record_path(output)}")
     if len(vocab) < vocab_size:
         log(f"note: the corpus sample supports only {len(vocab)} tokens at --min_count={min_count}; set "
             f"vocab_size={len(vocab)} in the model config (or use a larger sample or a lower --min_count)")
@@ -198,7 +208,11 @@ def _write_lines(output: str, tokens: Sequence[str]) -> None:
     Raises:
       DataError: the write failed (full disk, permissions), with the reason.
     """
-    text = "".join(t + "\n" for t in tokens)
+    _write_text(output, "".join(t + "\n" for t in tokens), "--output_file")
+
+
+def _write_text(output: str, text: str, flag: str) -> None:
+    """`text` to `output` through a temporary name; DataError naming `flag` if the write fails."""
     if "://" not in output:
         errors: tuple = (OSError,)
         write = lambda: fs.write_text_atomic(output, text)  # noqa: E731  (removes its temp file)
@@ -222,7 +236,7 @@ def _write_lines(output: str, tokens: Sequence[str]) -> None:
         write()
     except errors as e:  # pylint: disable=catching-non-exception
         reason = str(getattr(e, "message", None) or e).strip().splitlines()[0]
-        raise DataError(f"cannot write --output_file {output!r} ({reason}); free disk space or choose "
+        raise DataError(f"cannot write {flag} {output!r} ({reason}); free disk space or choose "
                         f"another path") from None
 
 
@@ -238,6 +252,10 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (--nodo_lower_case for cased).", flag_values=fv)
     flags.DEFINE_enum("strip_accents", "auto", ["auto", "true", "false"],
                       "Strip accents; auto follows --do_lower_case.", flag_values=fv)
+    flags.DEFINE_enum("normalization", DEFAULT_MODE, list(MODES),
+                      "Text normalisation rules: bert (the reference BERT/ELECTRA tokenizer's, which Hugging "
+                      "Face's BertTokenizer follows) or nfkc_casefold (the first releases': NFKC case folding).",
+                      flag_values=fv)
     flags.DEFINE_integer("sample_lines", 1_000_000, "Reservoir sample size (0: all lines).", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Sampling seed.", flag_values=fv)
     flags.DEFINE_enum("learner", "tokenizers", list(LEARNERS),
@@ -255,7 +273,7 @@ def run(fv) -> int:
     try:
         build_vocab(fv.corpus, fv.vocab_size, fv.output_file, lower_case=fv.do_lower_case,
                     strip_accents=strip, sample_lines=fv.sample_lines, seed=fv.seed,
-                    min_count=fv.min_count, learner=fv.learner)
+                    min_count=fv.min_count, learner=fv.learner, mode=fv.normalization)
     except (DataError, VocabError) as e:
         exit_with_error(str(e))
     return 0

@@ -43,6 +43,8 @@ class ShardTask:
     segments: List[tuple] = dataclasses.field(default_factory=list)  # (path, start, end)
     tfds: Optional[Dict[str, Any]] = None  # name, split, text_key, data_dir
     tokenizer_models: Optional[tuple] = None  # tokenizer.build_tokenizer_models, built once for all workers
+    # The text normalisation (normalization.TextNormalization); None: the bert mode with the casing above.
+    normalization: Optional[Any] = None
 
 
 def _varint(value: int) -> bytes:
@@ -175,10 +177,10 @@ def build_shards(tasks: List[ShardTask], stop: Optional[Callable[[], bool]] = No
 
 
 def _tokenizer(task: ShardTask):
-    key = (task.vocab_file, task.lower_case, task.strip_accents)
+    key = (task.vocab_file, task.lower_case, task.strip_accents, task.normalization)
     if key not in _TOKENIZERS:
         _TOKENIZERS[key] = WordPieceTokenizer(task.vocab_file, task.lower_case, task.strip_accents,
-                                              models=task.tokenizer_models)
+                                              models=task.tokenizer_models, normalization=task.normalization)
     return _TOKENIZERS[key]
 
 

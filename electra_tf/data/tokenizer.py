@@ -1,15 +1,10 @@
-"""WordPiece tokenization with tensorflow-text's C++ FastBertTokenizer.
+"""The pre-training data builder's WordPiece tokenizer, and vocabulary checks.
 
-FastBertTokenizer does the BERT basic step (text cleanup, whitespace and
-punctuation split, CJK split, optional lower-case + NFD accent stripping) and
-fast WordPiece in one op. Its normalizer only offers "lower-case and strip
-accents" or "neither", the two standard BERT modes; the other two
-combinations are done with tensorflow-text normalization ops first.
-
-This is the pre-training data builder's tokenizer (ids only, no packing; its
-compiled tables are built once and handed to the spawned workers). Fine-tuning,
-serving and scoring encode text with `electra_tf.preprocessing.TextPreprocessor`,
-which uses the same FastBertTokenizer settings (the constants below).
+`WordPieceTokenizer` runs `wordpiece_ops.WordPieceOps` (the text
+normalisation of a `normalization.TextNormalization`, then WordPiece) for ids
+only, no packing; its compiled tables are built once and handed to the spawned
+workers. Fine-tuning, serving and scoring encode text with
+`electra_tf.preprocessing.TextPreprocessor`, which runs the same ops.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from electra_tf.data.corpus import open_binary
+from electra_tf.data.normalization import LEGACY_MAX_BYTES_PER_WORD, TextNormalization
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError, load_vocab, special_token_ids
 
 
@@ -65,79 +61,71 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-# FastBertTokenizer's settings here (its defaults, and no detokenization table).
+# The WordPiece settings every tokenizer here uses (wordpiece_ops.py).
 SUFFIX_INDICATOR = "##"
-MAX_BYTES_PER_WORD = 100
+MAX_BYTES_PER_WORD = LEGACY_MAX_BYTES_PER_WORD  # nfkc_casefold's limit; bert mode counts characters
 UNKNOWN_TOKEN = "[UNK]"
 
 
-def build_tokenizer_models(vocab: Sequence[str], lower_case: bool,
-                           strip_accents: Optional[bool] = None) -> Tuple[bytes, bytes]:
-    """FastBertTokenizer's two compiled tables: (normaliser, WordPiece model).
+def normalization_of(lower_case: bool = True, strip_accents: Optional[bool] = None,
+                     normalization: Optional[TextNormalization] = None) -> TextNormalization:
+    """The `TextNormalization` an old-style (lower_case, strip_accents) call means: `normalization`
+    when given, else the bert mode with that casing."""
+    if normalization is not None:
+        return normalization
+    return TextNormalization.create(lower_case, strip_accents)
 
-    Building them takes about a second each (the normaliser walks every
-    Unicode code point through ICU); a process that has them can hand them
-    to the others (WordPieceTokenizer's `models`) instead of each building
-    them. They are what FastBertTokenizer builds from these same arguments.
+
+def build_tokenizer_models(vocab: Sequence[str], lower_case: bool = True, strip_accents: Optional[bool] = None,
+                           normalization: Optional[TextNormalization] = None) -> Tuple[Optional[bytes], bytes]:
+    """The tokenizer's compiled tables: (normaliser or None, WordPiece model).
+
+    Building them takes about a second each (the legacy normaliser walks every
+    Unicode code point through ICU); a process that has them can hand them to
+    the others (WordPieceTokenizer's `models`) instead of each building them.
     """
     # TensorFlow loads here, not at import: the data CLIs import this module and
     # must refuse bad input in a second, without TensorFlow's start-up and logs.
-    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as normalizer_builder  # pylint: disable=import-outside-toplevel
-    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as wordpiece_builder  # pylint: disable=import-outside-toplevel
+    from electra_tf.data.wordpiece_ops import build_models  # pylint: disable=import-outside-toplevel
 
-    fused = bool(lower_case) and resolve_strip_accents(lower_case, strip_accents)
-    return (normalizer_builder.build_fast_bert_normalizer_model(fused),
-            wordpiece_builder.build_fast_wordpiece_model(list(vocab), MAX_BYTES_PER_WORD, SUFFIX_INDICATOR,
-                                                         UNKNOWN_TOKEN, False, False))
+    return build_models(list(vocab), normalization_of(lower_case, strip_accents, normalization))
 
 
 class WordPieceTokenizer:
     """Text -> WordPiece ids, batched through one compiled TF function.
 
+    The shard builder's tokenizer: `wordpiece_ops.WordPieceOps`, the ops
+    fine-tuning and the SavedModel run too.
+
     Args:
       vocab_file: BERT-style vocab.txt (must hold [PAD] [UNK] [CLS] [SEP] [MASK]).
-      lower_case: lower-case the text.
+      lower_case: lower-case the text (with `strip_accents`: the bert mode's
+        casing, when `normalization` is not given).
       strip_accents: strip accents (NFD, drop combining marks); None follows
         `lower_case` as BERT does.
-      models: build_tokenizer_models(vocab, lower_case, strip_accents) of
-        this vocabulary, if already built (saves building them again).
+      models: build_tokenizer_models(...) of this vocabulary and
+        normalisation, if already built (saves building them again).
+      normalization: the `TextNormalization` (overrides the two above).
     """
 
     def __init__(self, vocab_file: str, lower_case: bool = True,
-                 strip_accents: Optional[bool] = None, models: Optional[Tuple[bytes, bytes]] = None):
+                 strip_accents: Optional[bool] = None, models: Optional[Tuple[Optional[bytes], bytes]] = None,
+                 normalization: Optional[TextNormalization] = None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  (lazy: see build_tokenizer_models)
-        import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+        from electra_tf.data.wordpiece_ops import WordPieceOps  # pylint: disable=import-outside-toplevel
 
         self.vocab: List[str] = load_vocab(vocab_file)
         check_vocab(self.vocab, vocab_file)
         self.special = special_token_ids(self.vocab)
-        self.lower_case = bool(lower_case)
-        self.strip_accents = resolve_strip_accents(lower_case, strip_accents)
-        fused = self.lower_case and self.strip_accents
-        normalizer_model, wordpiece_model = models if models is not None else (None, None)
-        self._tok = tf_text.FastBertTokenizer(
-            vocab=self.vocab, suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=MAX_BYTES_PER_WORD,
-            token_out_type=tf.int64, unknown_token=UNKNOWN_TOKEN,
-            lower_case_nfd_strip_accents=fused, support_detokenization=False,
-            fast_wordpiece_model_buffer=wordpiece_model,
-            fast_bert_normalizer_model_buffer=normalizer_model,
-        )
-        pre_lower = self.lower_case and not fused
-        pre_strip = self.strip_accents and not fused
-
-        def normalize(text):
-            if pre_lower:
-                text = tf_text.case_fold_utf8(text)
-            if pre_strip:
-                text = tf_text.normalize_utf8(text, "NFD")
-                text = tf.strings.regex_replace(text, r"\p{Mn}", "")
-            return text
-
-        self._normalize = normalize
+        self.normalization = normalization_of(lower_case, strip_accents, normalization)
+        self.lower_case = self.normalization.lower_case
+        self.strip_accents = self.normalization.strip_accents
+        self._ops = WordPieceOps(self.vocab, self.normalization, models)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         def _tokenize(texts):
-            ragged = self._tok.tokenize(normalize(texts))
+            ragged = self._ops.tokenize(texts)
             return ragged.flat_values, ragged.row_splits
 
         self._tokenize = _tokenize

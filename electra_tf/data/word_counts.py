@@ -3,8 +3,9 @@
 Words are counted first and each distinct word is normalised once, so the
 cost of normalisation grows with the vocabulary of the corpus, not its size.
 Printable ASCII words (the bulk of most corpora) are split here with a regular
-expression; the few others go through tensorflow-text's normaliser (the same
-ops as the shards' tokenizer) and the `tokenizers` BERT pre-tokenizer.
+expression; the few others go through the shards' own ops
+(`wordpiece_ops.bert_words`; for the nfkc_casefold mode, tensorflow-text's
+normaliser and the `tokenizers` BERT pre-tokenizer).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Counter, Dict, Iterable, List, Optional
 from tokenizers import pre_tokenizers
 
 from electra_tf.data.hf_bert_tokenizer import hf_normalizer
-from electra_tf.data.tokenizer import resolve_strip_accents
+from electra_tf.data.normalization import TextNormalization
+from electra_tf.data.tokenizer import normalization_of
 
 # Lines joined per Counter.update call: one C-level split and count instead of one per line.
 COUNT_BATCH_LINES = 4096
@@ -75,8 +77,23 @@ def _in_graph_normalize(words: List[str], lower_case: bool, strip: bool) -> List
     return [t.decode("utf-8") for t in text.numpy().tolist()]
 
 
+def _bert_words(words: List[str], normalization: TextNormalization) -> List[List[str]]:
+    """The bert mode's words of each of `words`, with the shards' own ops (wordpiece_ops.bert_words)."""
+    # Lazy: TensorFlow takes seconds to import, and only non-ASCII words need it.
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from electra_tf.data.wordpiece_ops import bert_words  # pylint: disable=import-outside-toplevel
+
+    out: List[List[str]] = []
+    for start in range(0, len(words), COUNT_BATCH_LINES):
+        split = bert_words(tf.constant(words[start:start + COUNT_BATCH_LINES], tf.string), normalization)
+        out.extend([piece.decode("utf-8") for piece in row] for row in split.to_list())
+    return out
+
+
 def pre_tokenized_counts(raw: Counter[str], lower_case: bool = True,
-                         strip_accents: Optional[bool] = None) -> Dict[str, int]:
+                         strip_accents: Optional[bool] = None,
+                         normalization: Optional[TextNormalization] = None) -> Dict[str, int]:
     """Word counts after normalisation and pre-tokenization, as the in-graph tokenizer does them.
 
     Printable ASCII words are split here; the few other distinct words go
@@ -86,15 +103,17 @@ def pre_tokenized_counts(raw: Counter[str], lower_case: bool = True,
 
     Args:
       raw: counts of space-separated words (count_raw_words).
-      lower_case: lower-case.
+      lower_case: lower-case (the bert mode's casing, without `normalization`).
       strip_accents: strip accents; None follows lower_case.
+      normalization: the `TextNormalization` (overrides the two above).
 
     Returns:
       {piece: count}, where a piece is what the WordPiece step sees (a word,
       one punctuation character or one CJK character), sorted by falling count
       then text so that the trainer's input does not depend on dict order.
     """
-    strip = resolve_strip_accents(lower_case, strip_accents)
+    normalization = normalization_of(lower_case, strip_accents, normalization)
+    lower_case, strip = normalization.lower_case, normalization.strip_accents
     ascii_pieces = _ASCII_PIECES_LOWER if lower_case else _ASCII_PIECES_CASED
     counts: Counter[str] = collections.Counter()
     others: List[str] = []
@@ -104,7 +123,12 @@ def pre_tokenized_counts(raw: Counter[str], lower_case: bool = True,
                 counts[piece] += n
         else:
             others.append(word)
-    if others:
+    if others and normalization.is_bert:
+        for word, pieces in zip(others, _bert_words(others, normalization)):
+            n = raw[word]
+            for piece in pieces:
+                counts[piece] += n
+    elif others:
         # Already normalised: only the CJK split is still to do (clean-up is the normaliser's).
         split_cjk = hf_normalizer(False, False, clean_text=False)
         pre = pre_tokenizers.BertPreTokenizer()

@@ -3,8 +3,8 @@
 Discriminator: our model directory (electra_tf/models/saving.py layout).
 
 Classifier: a directory written by fine-tuning, `save_classifier`
-(electra_tf/finetune/classifier_dir.py describes it). Its casing comes from
-classifier.json, i.e. from the tokenizer fine-tuning used.
+(electra_tf/finetune/classifier_dir.py describes it). Its text normalisation
+comes from classifier.json, i.e. from the tokenizer fine-tuning used.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS
+from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
 from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.saving import absent_parts, load_discriminator
@@ -77,7 +77,7 @@ def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
     seq = max_seq_length or config.max_seq_length
     if seq > config.max_position_embeddings:
         raise ExportError(f"max_seq_length {seq} exceeds max_position_embeddings {config.max_position_embeddings}")
-    return ServingModule(DISCRIMINATOR, encoder, head, _vocab(model_dir), seq, config.do_lower_case,
+    return ServingModule(DISCRIMINATOR, encoder, head, _vocab(model_dir), seq, config.normalization,
                          jit_compile=jit_compile, freeze_weights=freeze_weights)
 
 
@@ -113,7 +113,8 @@ def classifier_module(model_dir: str, max_seq_length: Optional[int] = None,
         model, config, meta = load_classifier(model_dir)
     seq = max_seq_length or meta["max_seq_length"]
     return ServingModule(CLASSIFIER, model.encoder, model.head, _vocab(model_dir), seq,
-                         meta.get("do_lower_case", config.do_lower_case), labels=meta["labels"],
+                         classifier_normalization(meta, config, os.path.join(model_dir, CLASSIFIER_FILE)),
+                         labels=meta["labels"],
                          pair=meta["pair"], regression=meta["regression"], metadata=meta, jit_compile=jit_compile,
                          freeze_weights=freeze_weights)
 

@@ -16,11 +16,12 @@ checkpoint, on the same batches an uninterrupted run would see next, so it
 ends with the same result. `<output_dir>/settings.json` guards against
 resuming with other settings.
 
-Casing: `do_lower_case` None (no --do_lower_case flag) means the model's own
-record, config.json's `do_lower_case` (written by pre-training from its data
-manifest, or by convert); an explicit flag overrides it. The resolved value is
-what settings.json, results.json and the saved classifier record, so export
-serves the model with the casing it was fine-tuned with.
+Text normalisation: the model's own record, config.json's `text_normalization`
+(written by pre-training from its data manifest, or by convert;
+`electra_tf.data.normalization`); an explicit --do_lower_case overrides its
+casing. The resolved casing is what settings.json and results.json record, and
+the saved classifier records the whole normalisation, so export serves the
+model with the text normalisation it was fine-tuned with.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import keras
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
+from electra_tf.data.normalization import TextNormalization
 from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.model_recipe import ModelRecipe, read_model_recipe
@@ -226,10 +228,14 @@ def resolve_init(s: Settings, task: FinetuneTask
     if s.max_seq_length > cfg.max_position_embeddings:
         raise FinetuneError(f"--max_seq_length {s.max_seq_length} exceeds the model's "
                             f"max_position_embeddings {cfg.max_position_embeddings}; lower it")
+    # The text normalisation the model was pre-trained with (config.json records it); --do_lower_case
+    # overrides its casing (accents stripped exactly when lower-casing, as BERT does).
+    normalization = cfg.normalization
     if s.do_lower_case is None:
-        # The casing the model was pre-trained with (config.json records it); --do_lower_case overrides.
-        s.do_lower_case = bool(cfg.do_lower_case)
-    tokenizer = FinetuneTokenizer(vocab_path, s.do_lower_case)
+        s.do_lower_case = normalization.lower_case
+    elif s.do_lower_case != normalization.lower_case:
+        normalization = TextNormalization.create(s.do_lower_case, None, normalization.mode)
+    tokenizer = FinetuneTokenizer(vocab_path, normalization=normalization)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise FinetuneError(f"vocab file {vocab_path} has {tokenizer.vocab_size} tokens but the config says "
                             f"vocab_size={cfg.vocab_size}; pass the pre-training vocabulary")

@@ -14,7 +14,9 @@ from typing import Callable, List, Optional
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.build_pretraining_data import build_pretraining_data
+from electra_tf.data import manifest as mf
 from electra_tf.data.build_vocab import build_vocab
+from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.fs import write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
@@ -45,13 +47,18 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     os.makedirs(corpus_dir, exist_ok=True)
     train_txt, eval_txt, num_docs = _split_sample_corpus(corpus_dir)
     vocab_file = os.path.join(model_dir, "vocab.txt")
+    # The config's normalisation if it names one, else the default mode with the config's casing;
+    # pretrain_job records it in the model's config (embedded_normalization).
+    normalization = (config.normalization if config.text_normalization is not None
+                     else TextNormalization.create(config.do_lower_case))
     if not os.path.isfile(vocab_file):
         log(f"embedded default: learning a WordPiece vocab from {SAMPLE_CORPUS} "
             f"({num_docs - DEMO_EVAL_DOCS} of {num_docs} documents; the last {DEMO_EVAL_DOCS} are held out)")
         # The config's casing (--override do_lower_case=false acts): vocabulary and shards follow it.
         # The model takes the vocabulary's size whatever it is, so the learner's "set vocab_size" note
         # (the corpus holds fewer pieces than asked) is advice this job follows itself: not shown.
-        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, lower_case=config.do_lower_case, sample_lines=0,
+        build_vocab([train_txt], DEMO_VOCAB_SIZE, vocab_file, lower_case=normalization.lower_case,
+                    strip_accents=normalization.strip_accents, mode=normalization.mode, sample_lines=0,
                     min_count=DEMO_VOCAB_MIN_COUNT, learner="bert_vocab",
                     log=lambda message: None if message.startswith("note:") else log(message))
     data_dir = os.path.join(model_dir, "data", "train")
@@ -59,10 +66,16 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     for directory, text, shards in ((data_dir, train_txt, 2), (eval_dir, eval_txt, 1)):
         if not os.path.isfile(os.path.join(directory, "manifest.json")):
             build_pretraining_data(directory, vocab_file, [text], max_seq_length=config.max_seq_length,
-                                   lower_case=config.do_lower_case,
+                                   lower_case=normalization.lower_case, strip_accents=normalization.strip_accents,
+                                   mode=normalization.mode,
                                    num_shards=shards, num_processes=1, seed=config.seed,
                                    progress=False, log=log)
     return data_dir, eval_dir, vocab_file
+
+
+def embedded_normalization(data_dir: str) -> TextNormalization:
+    """The text normalisation the embedded default's shards were made with (their manifest's)."""
+    return from_record(mf.load_manifest(data_dir) or {}, os.path.join(data_dir, mf.MANIFEST_NAME))
 
 
 def split_job_batch(plan: RunPlan, opts: PretrainOptions, replicas: int, strategy_text: str) -> BatchSplit:

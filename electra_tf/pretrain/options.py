@@ -18,6 +18,8 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data import manifest as mf
+from electra_tf.data.data_errors import DataError
+from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
 from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
@@ -173,6 +175,13 @@ def _manifest_of(data_dir: str, flag: str):
     return manifest
 
 
+def _data_normalization(manifest: dict, data_dir: str, flag: str) -> TextNormalization:
+    try:
+        return from_record(manifest, f"--{flag} {data_dir}/manifest.json")
+    except DataError as e:
+        raise PretrainError(str(e)) from None
+
+
 def _run_vocab_size(model_dir: str) -> Optional[int]:
     """The config vocab_size of the run already in model_dir (None: no run there)."""
     path = os.path.join(model_dir, RUN_FILE)
@@ -194,13 +203,28 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
         _manifest_of(opts.eval_data_dir, "eval_data_dir")
     if not vocab_file:
         fail("--vocab_file is required with --data_dir (the vocab.txt the shards were built with)")
-    lower = manifest.get("do_lower_case")
-    if lower is not None and bool(lower) != config.do_lower_case:
-        # The shards were tokenized with this casing: the model (config.json of the
-        # final directory, which fine-tuning and export read) must record it.
-        log(f"do_lower_case set to {bool(lower)} from {data_dir}/manifest.json "
-            f"(config said {config.do_lower_case})")
-        config = config.replace(do_lower_case=bool(lower))
+    # The shards' text normalisation: the model (config.json of the final directory, which fine-tuning,
+    # export and convert read) records it; a model that already has one (--init, a config naming one)
+    # must have the same.
+    data_norm = _data_normalization(manifest, data_dir, "data_dir")
+    if opts.eval_data_dir:
+        eval_norm = _data_normalization(_manifest_of(opts.eval_data_dir, "eval_data_dir"), opts.eval_data_dir,
+                                        "eval_data_dir")
+        if eval_norm != data_norm:
+            fail(f"--eval_data_dir {opts.eval_data_dir} was tokenized with text normalisation ({eval_norm.describe()}) "
+                 f"but --data_dir {data_dir} with ({data_norm.describe()}); rebuild one of them with the other's "
+                 f"flags ({data_norm.flags()})")
+    if opts.init_from is not None or config.text_normalization is not None:
+        where = f"--init {opts.init_from}" if opts.init_from is not None else "the config"
+        if config.normalization != data_norm:
+            fail(f"--data_dir {data_dir} was tokenized with text normalisation ({data_norm.describe()}) but "
+                 f"{where} has ({config.normalization.describe()}); rebuild the vocabulary and shards with "
+                 f"{config.normalization.flags()} (build_vocab, build_pretraining_data)")
+    else:
+        if data_norm.lower_case != config.do_lower_case:
+            log(f"do_lower_case set to {data_norm.lower_case} from {data_dir}/manifest.json "
+                f"(config said {config.do_lower_case})")
+        config = config.with_normalization(data_norm)
     vocab_size = len(load_vocab(vocab_file)) if not is_remote(vocab_file) else None
     want = manifest.get("vocab_sha256")
     if want and _sha256(vocab_file) != want:
@@ -239,7 +263,7 @@ def _continue_from_checkpoint(run_dir: str, model_dir: str, embedded: bool) -> s
 # masking) is the job's.
 INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size",
-                     "layer_norm_eps", "do_lower_case", "model_size", "pooling")
+                     "layer_norm_eps", "do_lower_case", "text_normalization", "model_size", "pooling")
 
 
 def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,

@@ -28,8 +28,8 @@ from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.manifest import MANIFEST_NAME
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
-from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, make_inputs, prepare_embedded_default,
-                                            split_job_batch)
+from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, embedded_normalization, make_inputs,
+                                            prepare_embedded_default, split_job_batch)
 from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.models.saving import save_pretrained
@@ -116,7 +116,7 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
         if chief and not plan.remote:
             os.makedirs(model_dir, exist_ok=True)
         plan.data_dir, plan.eval_dir, plan.vocab_file = prepare_embedded_default(model_dir, plan.config, log)
-        plan.config = plan.config.for_vocab(plan.vocab_file)
+        plan.config = plan.config.for_vocab(plan.vocab_file).with_normalization(embedded_normalization(plan.data_dir))
         settings["config"] = plan.config.to_dict()
     settings["inputs"] = _input_fingerprints(plan)
     _check_resume(previous, settings, model_dir, run_path)

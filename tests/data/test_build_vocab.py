@@ -1,6 +1,7 @@
 """WordPiece vocabulary learning on a Brown slice, and the reservoir sample."""
 
 import gzip
+import json
 
 import pytest
 
@@ -168,15 +169,22 @@ def test_hugging_face_and_in_graph_tokenizers_agree_on_the_learned_vocab(tmp_pat
     assert hf.encode("東京").tokens == ["東", "京"]
 
 
-def test_learner_normalises_as_the_in_graph_tokenizer(tmp_path):
-    # NFKC case folding turns "Straße" into "strasse" and full-width "ＡＢＣ" into "abc" in
-    # the graph; the learner counts those, so they become whole pieces.
+@pytest.mark.parametrize("mode", ["bert", "nfkc_casefold"])
+def test_learner_normalises_as_the_in_graph_tokenizer(tmp_path, mode):
+    # The bert mode lower-cases as str.lower() ("Straße" -> "straße", full-width "ＡＢＣ" -> "ａｂｃ");
+    # nfkc_casefold case-folds them into "strasse" and "abc". The learner counts the words the
+    # graph makes, so they become whole pieces, and records the normalisation beside the vocabulary.
     corpus = tmp_path / "compat.txt"
     corpus.write_text("Straße ＡＢＣ plain words here\n" * 30, encoding="utf-8")
-    tokens = build_vocab([str(corpus)], 200, str(tmp_path / "v.txt"), sample_lines=0, min_count=2,
+    vocab = tmp_path / "v.txt"
+    tokens = build_vocab([str(corpus)], 200, str(vocab), sample_lines=0, min_count=2, mode=mode,
                          log=lambda _: None)
-    assert {"strasse", "abc"} <= set(tokens)
-    assert "straße" not in tokens and "ß" not in tokens
+    folded = {"strasse", "abc"}
+    kept = {"straße", "ａｂｃ"}
+    assert (kept if mode == "bert" else folded) <= set(tokens)
+    assert not (folded if mode == "bert" else kept) & set(tokens)
+    record = json.loads((tmp_path / "v.txt.normalization.json").read_text(encoding="utf-8"))
+    assert record["text_normalization"]["mode"] == mode and record["text_normalization"]["lower_case"] is True
 
 
 def test_same_corpus_same_vocab_file_and_gzip_input_reads_alike(tmp_path):

@@ -11,11 +11,12 @@ SQuAD map answers between characters and word pieces without the reference's
 from __future__ import annotations
 
 import itertools
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from electra_tf.data.normalization import TextNormalization
 from electra_tf.data.vocab import load_vocab, special_token_ids
 from electra_tf.preprocessing import TextPreprocessor
 
@@ -28,16 +29,21 @@ class FinetuneTokenizer:
     Args:
       vocab_file: one-token-per-line WordPiece vocabulary containing
         [PAD] [UNK] [CLS] [SEP] [MASK].
-      do_lower_case: lower-case and strip accents (uncased models).
+      do_lower_case: without `normalization`: the casing of a model whose
+        folder records no text normalisation (`TextNormalization.legacy`).
+      normalization: the model's text normalisation (`ElectraConfig.normalization`).
     """
 
-    def __init__(self, vocab_file: str, do_lower_case: bool = True):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True,
+                 normalization: Optional[TextNormalization] = None):
         self.vocab = load_vocab(vocab_file)
         self.special = special_token_ids(self.vocab)
         self.vocab_file = vocab_file
-        self.do_lower_case = bool(do_lower_case)  # what the saved classifier records for serving
-        # No default length: encode_classification passes its max_seq_length.
-        self.preprocessor = TextPreprocessor(self.vocab, do_lower_case=self.do_lower_case)
+        # What the saved classifier records for serving. No default length: encode_classification passes
+        # its max_seq_length.
+        self.normalization = normalization if normalization is not None else TextNormalization.legacy(do_lower_case)
+        self.do_lower_case = self.normalization.lower_case
+        self.preprocessor = TextPreprocessor(self.vocab, normalization=self.normalization)
 
     @property
     def vocab_size(self) -> int:

@@ -116,5 +116,6 @@ class GlueFinetuneTask(FinetuneTask):
         save_classifier(seed_dir, model, config, tokenizer.vocab_file, spec.labels, self.name,
                         pair=spec.text_b is not None, max_seq_length=s.max_seq_length,
                         regression=spec.is_regression, two_layer_head=s.two_layer_head,
-                        pooling=s.pooling, do_lower_case=tokenizer.do_lower_case)
+                        pooling=s.pooling, do_lower_case=tokenizer.do_lower_case,
+                        normalization=tokenizer.normalization)
         return seed_dir

@@ -235,6 +235,7 @@ class OwnDataFinetuneTask(FinetuneTask):
                         pair=model.columns.pair is not None, max_seq_length=s.max_seq_length,
                         regression=model.label_set.regression, two_layer_head=s.two_layer_head,
                         pooling=s.pooling, do_lower_case=tokenizer.do_lower_case,
+                        normalization=tokenizer.normalization,
                         columns={"text": model.columns.text, "text_pair": model.columns.pair,
                                  "label": model.columns.label})
         return seed_dir
