@@ -101,6 +101,7 @@ MODULE_SECONDS = {
     "test_wheel_install.py": 18,
     "benchmarks/test_ours_serving_rows.py": 20,
     "convert/test_convert_keras_hub.py": 22,
+    "export/test_tflite.py": 45,
     "export/test_export_serving.py": 17,
     "finetune/test_layerwise_lr.py": 17,
     "pretrain/test_accumulation.py": 17,

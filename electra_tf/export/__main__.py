@@ -2,6 +2,12 @@
 
     python -m electra_tf.export --model_dir models/small --output_dir serving/electra/1 --kind discriminator
     python -m electra_tf.export --model_dir runs/sst2/seed_1 --output_dir serving/sst2/1 --kind classifier
+    python -m electra_tf.export --model_dir runs/sst2/seed_1 --output_dir litert/sst2 --kind classifier \
+        --format tflite [--quantize int8]
+
+--format tflite writes a LiteRT folder instead (electra_tf/export/tflite.py): model.tflite (text in,
+tokenized by tensorflow-text's LiteRT kernels), model_ids.tflite (the `encoded` inputs, plain LiteRT),
+model.json (labels, max_seq_length, inputs) and vocab.txt.
 
 Signatures:
   serving_default  raw UTF-8 strings: `text` (or `text_a`, `text_b` for a pair
@@ -63,6 +69,16 @@ def define_flags(fv=None) -> None:
     flags.DEFINE_list("warmup_batch_sizes", [str(b) for b in DEFAULT_BATCH_SIZES], "With --jit_compile: the batch "
                       "sizes the warm-up requests cover (rounded up to a power of two up to 32, multiples of 32 "
                       "beyond, as the server pads them).", flag_values=fv)
+    flags.DEFINE_enum("format", "saved_model", ["saved_model", "tflite"], "saved_model: a SavedModel for TF "
+                      "Serving; tflite: a LiteRT folder (model.tflite with the tokenizer inside, model_ids.tflite without it, "
+                      "model.json, vocab.txt; docs/serving.md), checked against the SavedModel before it is written.",
+                      flag_values=fv)
+    flags.DEFINE_enum("quantize", "none", ["none", "int8"], "With --format tflite: int8 stores the weights as int8 "
+                      "(dynamic-range quantization: about a quarter of the size, faster on a CPU; logits move by "
+                      "a few 1e-3).", flag_values=fv)
+    flags.DEFINE_list("tflite_inputs", ["text", "ids"], "With --format tflite: which files to write: text "
+                      "(model.tflite, needs tensorflow-text's LiteRT kernels), ids (model_ids.tflite, plain LiteRT).",
+                      flag_values=fv)
 
 
 def run(values) -> int:
@@ -74,6 +90,11 @@ def run(values) -> int:
         return report_error(f"cannot write to --output_dir '{output}' ({problem}); choose a writable directory")
     if os.path.exists(output) and os.listdir(output) and not values.overwrite:
         return report_error(f"{output} exists and is not empty; pass --overwrite or a new version directory")
+    if values.format == "tflite":
+        return _run_tflite(values)
+    if values.quantize != "none":
+        return report_error(f"--quantize {values.quantize} applies to --format tflite (a SavedModel keeps float32 "
+                            f"weights); pass --format tflite, or leave --quantize out")
     try:
         module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head,
                               values.precision, values.jit_compile, values.freeze_weights)
@@ -92,6 +113,25 @@ def run(values) -> int:
                       "inputs": ["text_a", "text_b"] if module.pair else ["text"],
                       "jit_compile": module.jit_compile, "freeze_weights": module.freeze_weights,
                       "warmup_requests": len(records or [])}))
+    return 0
+
+
+def _run_tflite(values) -> int:
+    """--format tflite: the LiteRT folder (electra_tf/export/tflite.py), written only once checked."""
+    from electra_tf.export.tflite import LiteRTError, export_tflite  # pylint: disable=import-outside-toplevel
+
+    if values.jit_compile or values.precision != "none":
+        flag = "--jit_compile" if values.jit_compile else f"--precision {values.precision}"
+        return report_error(f"--format tflite does not take {flag}: LiteRT runs its own float32 kernels (or int8 "
+                            f"weights with --quantize int8); leave {flag} out")
+    try:
+        module = build_module(values.model_dir, values.kind, values.max_seq_length, values.allow_untrained_head)
+        meta = export_tflite(module, values.output_dir, values.quantize, values.tflite_inputs, values.overwrite)
+    except (ExportError, LiteRTError, ModelDirError, ConfigError, VocabError, ValueError) as e:
+        return report_error(str(e))
+    print(json.dumps({"output": values.output_dir, "format": "tflite", "kind": values.kind,
+                      "quantize": values.quantize, "max_seq_length": module.max_seq_length, "files": meta["bytes"],
+                      "inputs": meta["inputs"], "max_abs_difference": meta["check"]["max_abs_difference"]}))
     return 0
 
 

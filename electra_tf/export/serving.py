@@ -151,6 +151,9 @@ class ServingModule(tf.Module):
                                               regression=self.regression, max_seq_length=self.max_seq_length),
                                          sort_keys=True)
         self._labels = tf.constant(self.labels or [""], tf.string)
+        # The pieces' strings and "" (at len(vocab), for padding): a gather, not a select on strings, which
+        # LiteRT has no kernel for (electra_tf/export/tflite.py).
+        self._pieces_and_blank = tf.constant(list(self.preprocessor.vocabulary) + [""], tf.string)
         self.serve, self.serve_encoded = self._functions()
         # One function for both signatures, so that a shape compiled for one serves the other.
         self._compiled_model = tf.function(self._padded_model, jit_compile=True) if self.jit_compile else None
@@ -226,7 +229,8 @@ class ServingModule(tf.Module):
             pre = self.preprocessor
             text_mask = real & tf.not_equal(ids, pre.cls_id) & tf.not_equal(ids, pre.sep_id)
             tm = tf.cast(text_mask, tf.float32)
-            out["tokens"] = tf.where(real, pre.id_to_token(ids), tf.constant(""))
+            blank = len(pre.vocabulary)
+            out["tokens"] = tf.gather(self._pieces_and_blank, tf.where(real, ids, blank))
             out["input_mask"] = mask
             out["text_mask"] = tf.cast(text_mask, tf.int32)
             out["sentence_score"] = tf.math.divide_no_nan(

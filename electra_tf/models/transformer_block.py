@@ -42,7 +42,8 @@ def gelu_activation(name):
 
 def key_mask(padding_mask):
     """[B, S] 1/0 padding mask -> boolean [B, 1, 1, S] mask over attended keys."""
-    return tf.cast(padding_mask, tf.bool)[:, None, None, :]
+    # expand_dims, not [:, None, None, :]: that StridedSlice (new_axis_mask) has no LiteRT kernel.
+    return tf.expand_dims(tf.expand_dims(tf.cast(padding_mask, tf.bool), 1), 1)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

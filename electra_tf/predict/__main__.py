@@ -2,8 +2,9 @@
 
     python -m electra_tf.predict --model_dir runs/reviews/seed_1 --input_file new.csv --output_file predictions.jsonl
 
---model_dir is a fine-tuning seed directory or a classifier SavedModel
-(`python -m electra_tf.export --kind classifier`). --input_file is a .csv, .tsv or
+--model_dir is a fine-tuning seed directory, a classifier SavedModel
+(`python -m electra_tf.export --kind classifier`), or a LiteRT folder or one of
+its .tflite files (`export --kind classifier --format tflite`). --input_file is a .csv, .tsv or
 .jsonl file (optionally .gz); its text column defaults to the one the model
 was fine-tuned on (`text`, else `sentence`, for the built-in tasks), and
 --text_column overrides it. --output_file (.jsonl, .csv or .tsv) gets every input
@@ -44,8 +45,8 @@ RENAMED = {"output": "output_file", "input": "input_file"}  # old spelling -> ne
 def define_flags(fv=None) -> None:
     """Defines this tool's absl flags on `fv` (default: absl's FLAGS)."""
     fv = flags.FLAGS if fv is None else fv
-    flags.DEFINE_string("model_dir", None, "Fine-tuning seed_<n>/ directory or classifier SavedModel (required).",
-                        flag_values=fv)
+    flags.DEFINE_string("model_dir", None, "Fine-tuning seed_<n>/ directory, classifier SavedModel, or LiteRT folder "
+                        "or .tflite file (export --format tflite) (required).", flag_values=fv)
     flags.DEFINE_string("input_file", None, ".csv, .tsv or .jsonl file (optionally .gz) of texts (required).",
                         flag_values=fv)
     flags.DEFINE_string("output_file", None, "Predictions file to write: .jsonl, .csv or .tsv (required).",

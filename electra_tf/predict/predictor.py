@@ -1,10 +1,12 @@
 """Label names and class probabilities from a fine-tuned classifier, in Python.
 
 `Predictor` reads a fine-tuning seed directory (`seed_<n>/`, what
-`python -m electra_tf.finetune` writes) or a classifier SavedModel (what
-`python -m electra_tf.export --kind classifier` writes). Either way the text
-is tokenized in-graph by the same `TextPreprocessor` the model was trained
-with, through the same serving graph TF Serving runs.
+`python -m electra_tf.finetune` writes), a classifier SavedModel (what
+`python -m electra_tf.export --kind classifier` writes) or a LiteRT folder or
+.tflite file (`export --kind classifier --format tflite`). Either way the text
+is tokenized by the same `TextPreprocessor` the model was trained with: in
+the serving graph TF Serving runs, inside the text-in .tflite file, or, for
+the ids-in model_ids.tflite, in TensorFlow before the file runs.
 
 Example:
 
@@ -28,10 +30,11 @@ import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's token
 
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import classifier_module
-from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA
+from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA, ENCODED_INPUTS
+from electra_tf.export.tflite import IDS_FILE, METADATA_FILE, LiteRTError, LiteRTModel, read_metadata
 from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE
 from electra_tf.paths import resolve_model_dir
-from electra_tf.preprocessing import text_list
+from electra_tf.preprocessing import TextPreprocessor, text_list
 
 
 class PredictError(ElectraError, ValueError):
@@ -56,13 +59,24 @@ class Prediction:
     truncated: bool
 
 
+def _is_litert(path: str) -> bool:
+    """A .tflite file, or a folder `export --format tflite` wrote."""
+    if os.path.isfile(path):
+        return path.endswith(".tflite")
+    return os.path.isfile(os.path.join(path, METADATA_FILE)) and not os.path.isfile(os.path.join(path, CLASSIFIER_FILE))
+
+
 class Predictor:
     """A fine-tuned classifier (or regressor) that answers with label names.
 
     Args:
-      model_dir: a fine-tuning seed directory (with classifier.json), or a
+      model_dir: a fine-tuning seed directory (with classifier.json), a
         classifier SavedModel directory (with saved_model.pb; then only
-        TensorFlow and tensorflow-text run).
+        TensorFlow and tensorflow-text run), or a LiteRT folder (with
+        model.json) or one of its .tflite files: model.tflite (text in; the
+        folder's file by default) or model_ids.tflite (tokenized here first).
+        A LiteRT file runs in ai-edge-litert's interpreter when that package
+        is installed, else in TensorFlow's `tf.lite`.
       batch_size: texts per model call.
       max_seq_length: word pieces per text, [CLS]/[SEP] included (seed
         directories only; default: the fine-tuning length).
@@ -74,7 +88,9 @@ class Predictor:
         taken in input order up to float rounding.
       precision: "bf16" runs a seed directory's encoder in bfloat16 (opt-in:
         faster on CPUs with AVX512_BF16, logits within a few 1e-1 of float32;
-        docs/performance.md); None or "none": float32. A SavedModel runs as exported.
+        docs/performance.md); None or "none": float32. A SavedModel or LiteRT
+        file runs as exported.
+      num_threads: a LiteRT file's interpreter threads (None: the runtime's default).
 
     Attributes:
       labels: class names in the order of the probabilities (empty: regression).
@@ -91,16 +107,21 @@ class Predictor:
     """
 
     def __init__(self, model_dir: str, batch_size: int = 64, max_seq_length: Optional[int] = None,
-                 sort_by_length: bool = True, precision: Optional[str] = None):
-        if not os.path.isdir(model_dir):
-            raise PredictError(f"{model_dir} does not exist; pass a fine-tuning seed_<n>/ directory or a "
-                               f"classifier SavedModel")
+                 sort_by_length: bool = True, precision: Optional[str] = None, num_threads: Optional[int] = None):
+        self.runtime = "tensorflow"  # or the LiteRT interpreter that runs a .tflite file
+        litert = _is_litert(model_dir)
+        if not litert and not os.path.isdir(model_dir):
+            raise PredictError(f"{model_dir} does not exist; pass a fine-tuning seed_<n>/ directory, a classifier "
+                               f"SavedModel or a LiteRT folder / .tflite file")
         self.batch_size = int(batch_size)
         self.sort_by_length = bool(sort_by_length)
         if self.batch_size < 1:
             raise PredictError(f"batch_size={batch_size} must be a positive integer")
-        model_dir = resolve_model_dir(model_dir, "Predictor", logging.getLogger(__name__).info)
-        if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+        if not litert:
+            model_dir = resolve_model_dir(model_dir, "Predictor", logging.getLogger(__name__).info)
+        if litert:
+            meta = self._load_litert(model_dir, max_seq_length, precision, num_threads)
+        elif os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
             if precision not in (None, "none"):
                 raise PredictError(f"precision={precision!r} applies to a fine-tuning seed directory; a SavedModel "
                                    f"runs in the precision it was exported with")
@@ -139,6 +160,57 @@ class Predictor:
                 meta.update(json.load(f))
         return meta
 
+    def _load_litert(self, path: str, max_seq_length: Optional[int], precision: Optional[str],
+                     num_threads: Optional[int]) -> dict:
+        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        try:
+            meta = read_metadata(folder)
+        except LiteRTError as e:
+            raise PredictError(str(e)) from None
+        if meta.get("kind") != "classifier":
+            raise PredictError(f"{path} is a discriminator LiteRT export (per-token scores); export a fine-tuned "
+                               f"seed_<n>/ with --kind classifier --format tflite")
+        if precision not in (None, "none"):
+            raise PredictError(f"precision={precision!r} applies to a fine-tuning seed directory; a LiteRT file runs "
+                               f"as it was exported (--quantize int8 for int8 weights)")
+        if max_seq_length is not None and int(max_seq_length) != int(meta["max_seq_length"]):
+            raise PredictError(f"max_seq_length={max_seq_length}: {path} was exported for {meta['max_seq_length']} "
+                               f"word pieces; export again with --max_seq_length {max_seq_length}, or leave it out")
+        files = meta.get("files") or {}
+        file = path if os.path.isfile(path) else os.path.join(folder, files.get("text") or files.get("ids", ""))
+        if not os.path.isfile(file):
+            raise PredictError(f"{folder} lacks the .tflite file its {METADATA_FILE} names; export again")
+        try:
+            model = LiteRTModel(file, num_threads=num_threads)
+        except LiteRTError as e:
+            raise PredictError(str(e)) from None
+        self.runtime = model.runtime
+        if os.path.basename(file) == files.get("ids", IDS_FILE) or "input_ids" in model.inputs:
+            self._call = self._ids_call(model, folder, meta)
+        else:
+            names = model.inputs
+            self._call = lambda *texts: model(**dict(zip(names, texts)))
+        return meta
+
+    @staticmethod
+    def _ids_call(model: LiteRTModel, folder: str, meta: dict):
+        """Texts -> the ids-in file's outputs, tokenized with the folder's vocab.txt and normalisation."""
+        vocab = os.path.join(folder, meta.get("vocab", "vocab.txt"))
+        if not os.path.isfile(vocab):
+            raise PredictError(f"{folder} has no {os.path.basename(vocab)}, which tokenizes for {IDS_FILE}; export "
+                               f"again")
+        if meta.get("text_normalization") is not None:
+            pre = TextPreprocessor(vocab, meta["max_seq_length"], normalization=meta["text_normalization"])
+        else:
+            pre = TextPreprocessor(vocab, meta["max_seq_length"], do_lower_case=bool(meta.get("do_lower_case", True)))
+
+        def call(*texts):
+            encoded = pre(*texts)
+            out = model(**{k: encoded[k] for k in ENCODED_INPUTS})
+            out["truncated"] = encoded["truncated"].numpy()
+            return out
+        return call
+
     def predict_arrays(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """The raw outputs for one batch: probabilities [n, C] and label_id [n] (or score [n]), truncated [n]."""
         texts = text_list(texts, "predict")
@@ -163,7 +235,7 @@ class Predictor:
                 args.append(tf.constant([pairs[i] for i in rows], tf.string))
             for key, value in self._call(*args).items():
                 if key in ("probabilities", "label_id", "score", "truncated"):
-                    parts.setdefault(key, []).append(value.numpy())
+                    parts.setdefault(key, []).append(np.asarray(value.numpy() if hasattr(value, "numpy") else value))
         out = {k: np.concatenate(v) for k, v in parts.items()}
         if len(texts) > self.batch_size and self.sort_by_length:
             back = np.empty_like(order)

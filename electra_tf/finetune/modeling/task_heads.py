@@ -75,7 +75,8 @@ class ClassificationHead(keras.layers.Layer):
         if self.pooling == "mean":
             if input_mask is None:
                 raise ValueError("pooling='mean' needs the input_mask")
-            weights = ops.cast(input_mask, sequence_output.dtype)[:, :, None]
+            # expand_dims, not [:, :, None]: that StridedSlice (new_axis_mask) has no LiteRT kernel.
+            weights = ops.expand_dims(ops.cast(input_mask, sequence_output.dtype), -1)
             pooled = ops.sum(sequence_output * weights, axis=1) / ops.maximum(
                 ops.sum(weights, axis=1), 1.0)
         else:
