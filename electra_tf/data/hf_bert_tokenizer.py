@@ -32,13 +32,15 @@ def hf_tokenizer(vocab_file: str, lower_case: bool = True, strip_accents: Option
     """The Hugging Face BERT tokenizer (`tokenizers.Tokenizer`) for a vocab.txt.
 
     BertNormalizer, BERT pre-tokenization and greedy longest-match WordPiece
-    over `vocab_file`: what `transformers`' BertTokenizerFast builds. On
-    letters, accents, digits, punctuation and CJK it splits text as the
-    in-graph tokenizer does. They differ on compatibility characters, which
-    tensorflow-text's NFKC case folding maps (full-width forms, ligatures,
-    superscripts, "ß" to "ss") and BERT's lower-casing keeps, and on
-    zero-width and other format characters (a space in the graph, removed
-    here). Only BERT's two modes exist in `tokenizers`.
+    over `vocab_file`: what `transformers`' BertTokenizer builds. It gives
+    the in-graph tokenizer's pieces in the bert mode (electra_tf/data/
+    normalization.py) but for a word-final capital sigma (kept "σ" here),
+    unassigned code points (kept here) and words of 101-200 characters
+    ([UNK] here); the exports' tokenizer.json adds those rules
+    (electra_tf/convert/tokenizer_files.py). The nfkc_casefold mode differs
+    from it on compatibility characters, which NFKC case folding maps
+    (full-width forms, ligatures, superscripts, "ß" to "ss"), and on
+    zero-width and other format characters. Only BERT's two modes exist here.
 
     Raises:
       DataError: a mixed mode was asked.

@@ -52,9 +52,9 @@ def count_raw_words(lines: Iterable[str]) -> Counter[str]:
 
 
 def _in_graph_normalize(words: List[str], lower_case: bool, strip: bool) -> List[str]:
-    """Normalises words exactly as the in-graph tokenizer does, with its own tensorflow-text ops.
+    """Normalises words as the nfkc_casefold mode's in-graph tokenizer does, with its own ops.
 
-    That is: the mixed modes' pre-normalisation (WordPieceTokenizer), then
+    That is: the mixed modes' pre-normalisation (wordpiece_ops.legacy_prenormalize), then
     FastBertTokenizer's normaliser (NFKC case folding, NFD and accent
     stripping in the lower-case mode; control and format characters to spaces
     in both), so the learner counts the words the shards will be made of.

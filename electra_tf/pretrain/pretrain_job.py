@@ -26,6 +26,7 @@ import tensorflow as tf
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.manifest import MANIFEST_NAME
+from electra_tf.data.normalization import from_record
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
 from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, embedded_normalization, make_inputs,
@@ -50,8 +51,11 @@ from electra_tf.training.trainer import Trainer, keras_verbose, precision_policy
 def _check_resume(previous, settings: dict, model_dir: str, run_path: str) -> None:
     if previous is None:
         return
-    changed = settings_conflicts({k: previous.get("settings", {}).get(k) for k in RESUME_KEYS},
-                                 {k: settings[k] for k in RESUME_KEYS})
+    before = {k: previous.get("settings", {}).get(k) for k in RESUME_KEYS}
+    if isinstance(before.get("config"), dict) and "text_normalization" not in before["config"]:
+        # A run begun before config.json recorded the text normalisation: what its data meant then.
+        before["config"] = dict(before["config"], text_normalization=from_record(before["config"], run_path).to_json())
+    changed = settings_conflicts(before, {k: settings[k] for k in RESUME_KEYS})
     if changed:
         fail(f"{model_dir} holds a run with other settings ({', '.join(changed)} differ from "
              f"{run_path}); re-run with the same flags to resume it, or pass a new --output_dir")

@@ -299,3 +299,19 @@ def test_offsets_point_at_the_original_characters(vocabs):
     spans = [text[s:e] for s, e in zip(starts, ends)]
     assert len(ids) == len(spans) and spans[0].startswith("Ü") and "日" in spans and spans[-1] == "Ｘ"
     assert all(s < e for s, e in zip(starts, ends)) and starts == sorted(starts)
+
+
+def test_a_run_begun_before_the_record_resumes_and_another_normalisation_does_not():
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretrain.options import RESUME_KEYS, PretrainError
+    from electra_tf.pretrain.pretrain_job import _check_resume
+
+    old = ElectraConfig().to_dict()
+    old.pop("text_normalization")  # run.json of a run begun before the field existed
+    settings = dict({k: None for k in RESUME_KEYS}, inputs={},
+                    config=ElectraConfig().with_normalization(TextNormalization.legacy(True)).to_dict())
+    previous = {"settings": dict(settings, config=old)}
+    _check_resume(previous, settings, "run", "run/run.json")  # its old shards: the same normalisation
+    bert = ElectraConfig().with_normalization(TextNormalization()).to_dict()
+    with pytest.raises(PretrainError, match=r"other settings \(config differ"):
+        _check_resume(previous, dict(settings, config=bert), "run", "run/run.json")

@@ -5,7 +5,7 @@ Features follow the reference (google-research/electra `qa_tasks.py`):
 pieces, the document split into windows of `max_seq_length - len(query) - 3`
 pieces starting every `doc_stride` pieces, and each piece marked as "max
 context" in the window where it has the most context on both sides. Answers are
-mapped with character offsets of the word pieces (from FastBertTokenizer), so a
+mapped with character offsets of the word pieces (`TextPreprocessor.tokenize_with_offsets`), so a
 predicted span is cut straight out of the original context.
 """
 
