@@ -99,7 +99,7 @@ MODULE_SECONDS = {
     "finetune/test_model_recipe.py": 19,
     "study/test_reference_check.py": 19,
     "test_wheel_install.py": 18,
-    "benchmarks/test_ours_serving_rows.py": 20,
+    "benchmarks/test_ours_serving_rows.py": 32,
     "convert/test_convert_keras_hub.py": 22,
     "export/test_tflite.py": 45,
     "export/test_export_serving.py": 17,

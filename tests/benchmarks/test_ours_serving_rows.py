@@ -1,7 +1,7 @@
 """The CPU benchmark's own serving rows on a tiny classifier, through the benchmark's worker process:
 the XLA export with its warm-up requests replayed at load compiles nothing more once it serves (counted
 by XLA's dumps, one per compile), its replay is reported as load time, and it and the frozen-weights
-export give the default export's logits."""
+export give the default export's logits, and the LiteRT rows (fp32, int8) its labels."""
 
 from __future__ import annotations
 
@@ -83,5 +83,26 @@ def test_xla_row_replayed_at_load_compiles_nothing_when_serving(seed_dir, tmp_pa
             assert np.abs(logits["saved_model"]).max() > 0.1 and np.ptp(logits["saved_model"][:, 0]) > 1e-3
             for v in ("frozen", "xla", "xla_warm"):
                 np.testing.assert_allclose(logits[v], logits["saved_model"], atol=1e-5, err_msg=v)
+        finally:
+            worker.close()
+
+
+def test_litert_rows_serve_the_saved_model_labels(seed_dir, tmp_path):
+    with open(tmp_path / "ours.log", "w") as log:
+        worker = Worker("ours", sys.executable, tmp_path, log, threads=1)
+        try:
+            saved = worker.call("saved_model", "tiny", seed_dir, SEQ)
+            cases = {v: _case(v, seed_dir, saved) for v in ("saved_model", "litert", "litert_int8")}
+            prep = {v: worker.send(cmd="prepare", case=c) for v, c in cases.items()}
+            assert prep["litert"]["runtime"] in ("ai-edge-litert", "tf.lite")
+            texts = SHORT + LONG
+            logits = {v: np.array(worker.send(cmd="run", id=cases[v]["id"],
+                                              what={"kind": "logits", "texts": texts, "batch": 32})["logits"])
+                      for v in cases}
+            np.testing.assert_allclose(logits["litert"], logits["saved_model"], atol=1e-5)
+            np.testing.assert_array_equal(logits["litert_int8"].argmax(1), logits["saved_model"].argmax(1))
+            assert 0 < np.abs(logits["litert_int8"] - logits["saved_model"]).max() < 0.2
+            out = worker.send(cmd="run", id=cases["litert"]["id"], what={"kind": "latency", "texts": SHORT, "cold": []})
+            assert len(out["latencies"]) == 2
         finally:
             worker.close()

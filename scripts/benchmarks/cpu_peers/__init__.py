@@ -5,7 +5,8 @@ What is compared lives in one module per side:
 
 - `ours`: our fine-tuning step (`ClassifierModel` + fine-tuning's optimizer) and our exported
   SavedModel (in-graph tokenizer): the default, the `--freeze_weights` and `--jit_compile` opt-ins
-  (the latter also with its warm-up requests replayed at load), and the bf16 opt-in;
+  (the latter also with its warm-up requests replayed at load), the bf16 opt-in, and the LiteRT
+  text-in file (`--format tflite`, fp32 and `--quantize int8`) in LiteRT's interpreter;
 - `peers_torch`: Hugging Face `ElectraModel` on PyTorch, eager with `AdamW(fused=True)` and
   `torch.compile`, serving in fp32 (eager, compiled, compiled with Inductor's freezing);
 - `peers_ort`: ONNX Runtime on the same model exported with eager attention and optimised by

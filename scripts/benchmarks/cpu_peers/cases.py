@@ -15,7 +15,8 @@ Serving, raw strings to labels, tokenizer included on every side, no side sorts:
   loaded as is and with its TF Serving warm-up requests replayed at load, the replay's seconds
   reported as that row's load time, outside every timed call), PyTorch eager, PyTorch
   `torch.compile(dynamic=True)`, the same with Inductor's freezing, ONNX Runtime with fused
-  Attention (checked); reduced precision: our bf16 opt-in against ONNX Runtime int8. Our rows pad
+  Attention (checked), our LiteRT text-in file (`export --format tflite`, tokenizer inside); reduced
+  precision: our bf16 opt-in and our LiteRT int8 file against ONNX Runtime int8. Our rows pad
   to multiples of 16 (in the graph); every peer row is served twice, padded like ours and padded to
   the longest row (its natural setting), and the faster counts (`--peer_padding`).
   Texts/s at batch 32 and batch-1 latency (p50 / p99 / p99.9 over the warm calls, >= 1,000 per
@@ -37,8 +38,8 @@ from scripts.benchmarks.cpu_peers.traffic import (FT_ROWS, LONGEST, WIDTH_MULTIP
                                                   first_id_mismatch, read_imdb)
 
 # The results' layout and method; a results file of another schema is measured again (3: the rows
-# "frozen weights" and "XLA + warm-up at load" added).
-SCHEMA = 3
+# "frozen weights" and "XLA + warm-up at load" added; 4: the LiteRT rows).
+SCHEMA = 4
 FT_SIDES = [("ours", "default", "ours"), ("ours", "xla", "ours, XLA"),
             ("torch", "eager", "PyTorch eager, fused AdamW"), ("torch", "compile", "PyTorch compile, fused AdamW")]
 # (worker, variant, label, precision); each peer also gets a longest-row copy (serve_sides).
@@ -49,8 +50,10 @@ SERVE_SIDES = [("ours", "saved_model", "ours, SavedModel", "fp32"),
                ("torch", "eager", "PyTorch eager", "fp32"),
                ("torch", "compile", "PyTorch compile", "fp32"),
                ("torch", "compile_frozen", "PyTorch compile, frozen", "fp32"),
+               ("ours", "litert", "ours, LiteRT fp32 (opt-in)", "fp32"),
                ("ort", "fp32", "ONNX Runtime fp32, fused Attention", "fp32"),
                ("ours", "bf16", "ours, bf16 (opt-in)", "reduced"),
+               ("ours", "litert_int8", "ours, LiteRT int8 (opt-in)", "reduced"),
                ("ort", "int8", "ONNX Runtime int8", "reduced")]
 LONGEST_SUFFIX = ", pad longest"
 PEER_PADDINGS = {"both": (WIDTH_MULTIPLE, LONGEST), "16": (WIDTH_MULTIPLE,), "longest": (LONGEST,)}

@@ -11,8 +11,10 @@ with `tf.saved_model.load` (in-graph tokenizer, as TF Serving runs it), the same
 `--freeze_weights` (weights as constants, opt-in), the same exported with `--jit_compile` (XLA,
 opt-in) loaded as is and loaded with its warm-up requests replayed (`replay_warmup_requests`, as TF
 Serving runs `assets.extra/tf_serving_warmup_requests` before it serves: the replay's seconds are
-that row's load time, `load_s`, outside every timed call), and the bf16 opt-in
-(`classifier_module(seed_dir, precision="bf16")`).
+that row's load time, `load_s`, outside every timed call), the bf16 opt-in
+(`classifier_module(seed_dir, precision="bf16")`), and the LiteRT text-in file (`export --format tflite`,
+tokenizer inside; float32 and `--quantize int8`) in LiteRT's interpreter (ai-edge-litert when installed,
+else `tf.lite`) with the same threads.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ LR, WEIGHT_DECAY, CLIP = 5e-5, 0.01, 1.0
 # Serving variants loaded from an exported SavedModel -> the export's options (`Ours.saved_model`).
 SAVED_MODEL_OPTIONS = {"saved_model": {}, "frozen": {"freeze_weights": True}, "xla": {"jit_compile": True},
                        "xla_warm": {"jit_compile": True}}
+# LiteRT variants (`export --format tflite`, the text-in file) -> its --quantize (`Ours.litert`).
+LITERT_OPTIONS = {"litert": "none", "litert_int8": "int8"}
 
 
 def _run(cmd):
@@ -52,7 +56,14 @@ class Ours:
         import keras
         import tensorflow as tf
 
-        return {"tensorflow": tf.__version__, "keras": keras.__version__}
+        from electra_tf.export.tflite import runtime_name
+
+        out = {"tensorflow": tf.__version__, "keras": keras.__version__, "litert_runtime": runtime_name()}
+        if out["litert_runtime"] == "ai-edge-litert":
+            from importlib.metadata import version
+
+            out["ai_edge_litert"] = version("ai-edge-litert")
+        return out
 
     # ---------------------------------------------------------------- models (written once)
     def make_model(self, name, seed, max_seq):
@@ -109,6 +120,18 @@ class Ours:
             export(seed_dir, str(path), kind="classifier", max_seq_length=seq, jit_compile=jit_compile,
                    freeze_weights=freeze_weights)
         return str(path)
+
+    def litert(self, name, seed_dir, seq, quantize="none"):
+        """Our classifier's text-in LiteRT file at max_seq_length `seq` (what `export --kind classifier
+        --format tflite --tflite_inputs text --quantize <quantize>` writes, checked against the SavedModel)."""
+        from electra_tf.export import build_module
+        from electra_tf.export.tflite import TEXT_FILE, export_tflite
+
+        path = self.work / f"{name}_litert_{seq}_{quantize}"
+        if not (path / TEXT_FILE).exists():
+            export_tflite(build_module(seed_dir, "classifier", seq), str(path), quantize, inputs=["text"],
+                          overwrite=True)
+        return str(path / TEXT_FILE)
 
     def token_ids(self, vocab, texts, seq):
         """Our in-graph tokenizer's ids of each text (cut at `seq`, no padding), to check against the peers'."""
@@ -187,6 +210,15 @@ class Ours:
 
             def outputs(texts):
                 return fn(text=tf.constant(texts))
+        elif case["variant"] in LITERT_OPTIONS:
+            from electra_tf.export.tflite import LiteRTModel
+
+            model = LiteRTModel(self.litert(case["model"], case["seed_dir"], case["seq"],
+                                            LITERT_OPTIONS[case["variant"]]), num_threads=THREADS)
+            loaded = {"runtime": model.runtime}
+
+            def outputs(texts):
+                return model(text=texts)
         elif case["variant"] == "bf16":
             from electra_tf.export.serving_loader import classifier_module
 
@@ -196,11 +228,16 @@ class Ours:
                 return module.serve(tf.constant(texts))
         else:
             raise ValueError(case["variant"])
-        state = {"logits": lambda texts: outputs(texts)["logits"].numpy(),
-                 "call": lambda texts: outputs(texts)["label_id"].numpy()}
+        state = {"logits": lambda texts: _numpy(outputs(texts)["logits"]),
+                 "call": lambda texts: _numpy(outputs(texts)["label_id"])}
         state = warm_up(state, case)
         state.update(loaded, report=state["report"] + tuple(loaded))
         return state
+
+
+def _numpy(value):
+    """A tensor's array (LiteRT's outputs are arrays already)."""
+    return value.numpy() if hasattr(value, "numpy") else value
 
 
 def replay_at_load(path, fn):
