@@ -8,6 +8,8 @@ held-out lines with
 * fine-tuning's tokenizer (`FinetuneTokenizer`, i.e. `TextPreprocessor`),
 * a SavedModel holding `TextPreprocessor` (as `export` writes it), saved and loaded back,
 * the Hugging Face export's tokenizer files, loaded with `AutoTokenizer.from_pretrained`,
+* the keras-hub preset's tokenizer (`keras_hub.models.ElectraTokenizer` with the lowercase /
+  strip_accents that `convert --to keras_hub` writes),
 * `transformers.BertTokenizer` on the same vocab.txt (the `hf` extra), and
 * the reference `FullTokenizer` (google-research/electra `model/tokenization.py`),
   when --reference names a copy of that file (it imports `six` and TensorFlow),
@@ -99,6 +101,13 @@ def measure(train_file: str, heldout_file: str, mode: str, lower: bool, strip: b
     os.makedirs(hf_dir, exist_ok=True)
     write_hf_tokenizer(hf_dir, vocab_file, normalization, 512)
     results["HF export"] = AutoTokenizer.from_pretrained(hf_dir)(lines, add_special_tokens=False)["input_ids"]
+    import keras_hub  # pylint: disable=import-outside-toplevel
+
+    from electra_tf.data.vocab import load_vocab  # pylint: disable=import-outside-toplevel
+
+    keras_tok = keras_hub.models.ElectraTokenizer(vocabulary=load_vocab(vocab_file), lowercase=lower,
+                                                  strip_accents=strip)
+    results["keras-hub preset"] = [[int(i) for i in row] for row in keras_tok(lines)]
     bert = BertTokenizer(vocab_file, do_lower_case=lower, strip_accents=strip)
     results["BertTokenizer"] = bert(lines, add_special_tokens=False)["input_ids"]
     if reference is not None and (lower or not strip):  # the reference strips accents only when lower-casing
@@ -118,7 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sample_lines", type=int, default=20000, help="Training lines the learner samples.")
     args = parser.parse_args(argv)
     reference = _reference(args.reference)
-    names = ["fine-tuning", "SavedModel", "HF export", "BertTokenizer"] + (["FullTokenizer"] if reference else [])
+    names = ["fine-tuning", "SavedModel", "HF export", "keras-hub preset", "BertTokenizer"] + (["FullTokenizer"] if reference else [])
     print("| language / mode | lines | " + " | ".join(f"differing: {n}" for n in names)
           + " | [UNK] shards / " + " / ".join(names) + " |")
     print("|---|---|" + "---|" * (len(names) + 1))
