@@ -128,7 +128,7 @@ MODULE_SECONDS = {
     "pretrain/test_config_fields_read.py": 7,
     "reliability/test_data_build_faults.py": 6,
     "finetune/test_pad_to_longest.py": 5,
-    "data/test_text_normalization.py": 22,
+    "data/test_text_normalization.py": 35,
 }
 
 

@@ -144,6 +144,18 @@ def test_shards_finetuning_saved_model_and_hf_export_agree_on_three_languages(vo
     assert not _differing(base, reference, texts), _differing(base, reference, texts)[:3]
     unk = WordPieceTokenizer(vocabs[mode], normalization=normalization).special.unk
     assert sum(row.count(unk) for row in base) < sum(len(row) for row in base) // 50  # a vocabulary that covers the text
+    # The keras-hub preset's tokenizer (what convert --to keras_hub writes): the same ids cased; lower-cased
+    # it case-folds (NFKC), which convert says in one line.
+    from electra_tf.convert.tokenizer_files import keras_hub_note
+    from electra_tf.data.vocab import load_vocab
+
+    keras_hub = pytest.importorskip("keras_hub")
+    if mode == "cased":
+        tok = keras_hub.models.ElectraTokenizer(vocabulary=load_vocab(vocabs[mode]), lowercase=False,
+                                                strip_accents=False)
+        assert [[int(i) for i in row] for row in tok(texts)] == base
+    else:
+        assert "NFKC case folding" in keras_hub_note(normalization)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -154,6 +166,12 @@ def test_hard_cases_give_the_reference_ids(vocabs, mode, tmp_path):
     base = ids["shard builder"]
     for name, got in ids.items():
         assert got == base, name
+    from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
+
+    fine = FinetuneTokenizer(vocabs[mode], normalization=normalization)
+    for text, want in zip(HARD_CASES + [FINAL_SIGMA, UNASSIGNED], base):
+        ids, starts, ends = fine.tokenize_with_char_offsets(text)  # the offsets path splits words its own way
+        assert ids == want and len(starts) == len(ends) == len(ids), text
     bert = _bert_tokenizer(vocabs[mode], normalization)
     # BertTokenizer's WordPiece stops at 100 characters (the reference and our exports: 200):
     # compare it where no word is longer.
