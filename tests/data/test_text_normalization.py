@@ -241,6 +241,18 @@ def test_strip_accents_false_from_corpus_to_served_ids(tmp_path):
     plan = validate_options(PretrainOptions(config=str(config_file), data_dir=str(tmp_path / "shards"),
                                             vocab_file=str(vocab), model_dir=str(tmp_path / "run")), lambda _: None)
     assert plan.config.normalization == kept and plan.config.text_normalization == kept.to_json()
+    # A config (or --init model) recording another normalisation is refused before anything runs.
+    from electra_tf.pretrain.options import PretrainError
+
+    cased = tmp_path / "cased.json"
+    cased.write_text(json.dumps(dict(json.loads(config_file.read_text(encoding="utf-8")), do_lower_case=False,
+                                     text_normalization=TextNormalization.create(False).to_json())), encoding="utf-8")
+    with pytest.raises(PretrainError, match=r"^--data_dir .* was tokenized with text normalisation \(bert, "
+                                            r"lower-cased, accents kept\) but the config has \(bert, cased, accents "
+                                            r"kept\); rebuild the vocabulary and shards with --normalization bert "
+                                            r"--nodo_lower_case --strip_accents false"):
+        validate_options(PretrainOptions(config=str(cased), data_dir=str(tmp_path / "shards"), vocab_file=str(vocab),
+                                         model_dir=str(tmp_path / "run2")), lambda _: None)
 
     model_dir = str(tmp_path / "model")
     save_pretrained(model_dir, ElectraPretrainer(plan.config, special_token_ids(load_vocab(str(vocab)))), str(vocab))
