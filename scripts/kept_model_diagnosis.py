@@ -134,8 +134,11 @@ def measure_tokens(args) -> Dict:
 
     vocab = os.path.join(args.kept, "vocab.txt")
     texts = [t for t, _ in read_tsv(SHARED / "imdb" / "dev.tsv.gz", 2000)]
-    pre = WordPieceTokenizer(vocab, True)
-    fine = FinetuneTokenizer(vocab, True).tokenize(texts)
+    from electra_tf.config import ElectraConfig
+
+    normalization = ElectraConfig.from_json(os.path.join(args.kept, "config.json")).normalization
+    pre = WordPieceTokenizer(vocab, normalization=normalization)
+    fine = FinetuneTokenizer(vocab, normalization=normalization).tokenize(texts)
     same = sum(pre.tokenize(t) == f for t, f in zip(texts, fine))
     unk = sum(f.count(1) for f in fine) / max(1, sum(len(f) for f in fine))  # [UNK] is id 1 here
     return {"texts": len(texts), "identical": same, "pieces_per_review": float(np.mean([len(f) for f in fine])),

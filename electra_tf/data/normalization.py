@@ -171,10 +171,3 @@ def vocab_record_text(normalization: TextNormalization) -> str:
     """The content of `<vocab_file>.normalization.json`."""
     return json.dumps({FIELD: normalization.to_json()}, indent=2, sort_keys=True) + "\n"
 
-
-def check_same(recorded: TextNormalization, recorded_where: str, wanted: TextNormalization,
-               wanted_where: str, fix: str) -> None:
-    """Refuses, in one line, two records of a model's text that disagree."""
-    if recorded != wanted:
-        raise DataError(f"{wanted_where} asks for text normalisation ({wanted.describe()}) but {recorded_where} "
-                        f"was made with ({recorded.describe()}); {fix}")
