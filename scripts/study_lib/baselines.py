@@ -39,11 +39,13 @@ def truncate_to_tokens(texts: Sequence[str], vocab_file: str, num_tokens: int,
     Lets a word-level baseline see the same text an encoder sees at a sequence
     length of `num_tokens` + 2 ([CLS] and [SEP]).
     """
-    from electra_tf.data.normalization import TextNormalization  # pylint: disable=import-outside-toplevel
+    from electra_tf.data.normalization import TextNormalization, read_vocab_record  # pylint: disable=import-outside-toplevel
     from electra_tf.data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
 
-    # The studies' models record no text normalisation: the first releases' (what their encoders saw).
-    tok = WordPieceTokenizer(vocab_file, normalization=TextNormalization.legacy(lower_case))
+    # The normalisation build_vocab recorded beside the vocabulary; none (a vocabulary of the first
+    # releases, as the committed studies used): theirs.
+    normalization = read_vocab_record(vocab_file) or TextNormalization.legacy(lower_case)
+    tok = WordPieceTokenizer(vocab_file, normalization=normalization)
     flat, splits = tok.tokenize_batch(list(texts))
     pieces = tok.ids_to_tokens(flat.tolist())
     out = []
