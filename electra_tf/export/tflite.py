@@ -103,6 +103,11 @@ class LiteRTModel:
         self.name = path or "the LiteRT file"
         self.runtime = runtime or runtime_name()
         self.custom_ops = sorted(inspect_model(content).custom_ops)
+        missing = sorted(set(self.custom_ops) - TEXT_KERNELS)
+        if missing:
+            raise LiteRTError(f"{self.name} calls ops that neither LiteRT nor tensorflow-text has kernels for "
+                              f"({', '.join(missing)}); export it again with python -m electra_tf.export --format "
+                              f"tflite")
         kwargs = {"model_content": content, "num_threads": num_threads}
         if self.runtime == "ai-edge-litert":
             from ai_edge_litert import interpreter as lite  # pylint: disable=import-outside-toplevel
@@ -126,10 +131,8 @@ class LiteRTModel:
         except (ValueError, RuntimeError) as e:
             if isinstance(e, LiteRTError):
                 raise
-            missing = sorted(set(self.custom_ops) - TEXT_KERNELS)
-            hint = (f"it calls ops no LiteRT kernel implements ({', '.join(missing)})" if missing
-                    else str(e).strip().splitlines()[0])
-            raise LiteRTError(f"{self.runtime} cannot load {self.name}: {hint}") from None
+            line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise LiteRTError(f"{self.runtime} cannot load {self.name}: {line}") from None
         self.inputs: List[str] = list(signatures[SIGNATURE]["inputs"])
         self.outputs: List[str] = list(signatures[SIGNATURE]["outputs"])
 

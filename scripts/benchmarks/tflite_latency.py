@@ -1,17 +1,21 @@
-"""Batch-1 latency, size and labels of a classifier's LiteRT exports against its SavedModel, on SST-2 dev sentences.
+"""Batch-1 latency, size and labels of a classifier's LiteRT exports against its SavedModel, on SST-2 dev sentences
+(or IMDB dev reviews).
 
     python scripts/benchmarks/tflite_latency.py --seed_dir runs/sst2/seed_1 --work_dir runs/tflite_latency
+    python scripts/benchmarks/tflite_latency.py --seed_dir runs/sst2/seed_1 --work_dir runs/tflite_latency \
+        --dataset imdb --max_seq_length 128 --max_texts 500
 
 Exports `--seed_dir` (a fine-tuned classifier) three ways into --work_dir (kept; reused by a later run): the
 default SavedModel (`export --kind classifier`), and LiteRT text-in files (`export --format tflite`) in
 float32 and dynamic-range int8. Then, with --threads threads everywhere (TensorFlow's intra-op pool, the
 LiteRT interpreters):
 
-* labels: every SST-2 dev sentence through each side at batch 1 (the order of the file): accuracy against
-  the gold labels, agreement with the SavedModel's labels, largest logit difference to the SavedModel;
-* latency: raw sentence in, label out, one sentence per call, --rounds rounds in which every side serves
-  --calls sentences in turn (the order of the sides rotates each round; fresh sentences each round, the
-  same ones for every side), after --warmup calls per side at every width. p50 / p90 over all warm calls,
+* labels: every dev text (the first --max_texts) through each side at batch 1 (the order of the file):
+  accuracy against the gold labels, agreement with the SavedModel's labels, largest logit difference to
+  the SavedModel;
+* latency: raw text in, label out, one text per call, --rounds rounds in which every side serves
+  --calls texts in turn (the order of the sides rotates each round; fresh texts each round, the
+  same ones for every side), after --warmup untimed calls per side. p50 / p90 over all warm calls,
   and each side's p50 against the SavedModel's as the median (min-max) of the per-round ratios: the rounds
   interleave the sides, so a load that comes and goes on the machine slows them alike.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import os
 import statistics
@@ -32,14 +37,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "glue" / "SST-2"
+DATA = ROOT.parent / "shared" / "data"
+DATASETS = {"sst2": DATA / "glue" / "SST-2" / "dev.tsv", "imdb": DATA / "imdb" / "dev.tsv.gz"}
 
 
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed_dir", required=True, help="a fine-tuned classifier (finetune's seed_<n>/)")
     p.add_argument("--work_dir", required=True, help="the exports go here (kept and reused)")
-    p.add_argument("--data_dir", default=str(DEFAULT_DATA), help="SST-2 (dev.tsv: sentence, label)")
+    p.add_argument("--dataset", default="sst2", choices=sorted(DATASETS), help="SST-2 dev sentences or IMDB dev "
+                   "reviews")
+    p.add_argument("--data_file", help="a .tsv (or .tsv.gz) of sentence, label (default: the dataset's dev file)")
+    p.add_argument("--max_texts", type=int, default=0, help="the first N texts only (0: all)")
+    p.add_argument("--max_seq_length", type=int, default=None, help="word pieces (default: the classifier's)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--calls", type=int, default=80, help="batch-1 calls per side and round")
@@ -48,10 +58,14 @@ def parse(argv=None):
     return p.parse_args(argv)
 
 
-def read_sst2(data_dir):
-    with open(os.path.join(data_dir, "dev.tsv"), encoding="utf-8", newline="") as f:
+def read_texts(path, limit=0):
+    """(texts, gold labels) of a .tsv / .tsv.gz with sentence and label columns."""
+    csv.field_size_limit(1 << 30)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [r["sentence"] for r in rows], [r["label"] for r in rows]
+    rows = rows[:limit] if limit else rows
+    return [r["sentence"] for r in rows], [str(r["label"]) for r in rows]
 
 
 def size_mb(path):
@@ -60,7 +74,7 @@ def size_mb(path):
     return sum(p.stat().st_size for p in files) / 1e6
 
 
-def exports(seed_dir, work, threads):
+def exports(seed_dir, work, threads, seq):
     """{side: (runner of one text -> (label, logits), size in MB, what was measured)}."""
     import numpy as np
     import tensorflow as tf
@@ -70,20 +84,20 @@ def exports(seed_dir, work, threads):
     from electra_tf.export.tflite import TEXT_FILE, LiteRTModel, export_tflite
 
     work.mkdir(parents=True, exist_ok=True)
-    saved = work / "saved_model"
+    saved = work / f"saved_model_{seq}"
     if not (saved / "saved_model.pb").exists():
-        export(seed_dir, str(saved), kind="classifier")
+        export(seed_dir, str(saved), kind="classifier", max_seq_length=seq)
     fn = tf.saved_model.load(str(saved)).signatures["serving_default"]
 
     def run_saved(text):
         out = fn(text=tf.constant([text]))
         return out["label"].numpy()[0].decode(), out["logits"].numpy()[0]
 
-    sides = {"our SavedModel (text in)": (run_saved, size_mb(saved), "saved_model/")}
+    sides = {"our SavedModel (text in)": (run_saved, size_mb(saved), saved.name)}
     for quantize in ("none", "int8"):
-        folder = work / f"litert_{quantize}"
+        folder = work / f"litert_{quantize}_{seq}"
         if not (folder / TEXT_FILE).exists():
-            export_tflite(build_module(seed_dir, "classifier"), str(folder), quantize, overwrite=True)
+            export_tflite(build_module(seed_dir, "classifier", seq), str(folder), quantize, overwrite=True)
         model = LiteRTModel(str(folder / TEXT_FILE), num_threads=threads)
 
         def run_lite(text, model=model):
@@ -91,7 +105,7 @@ def exports(seed_dir, work, threads):
             return out["label"][0].decode(), out["logits"][0]
 
         label = "LiteRT fp32 (text in)" if quantize == "none" else "LiteRT int8 (text in)"
-        sides[label] = (run_lite, size_mb(folder / TEXT_FILE), f"litert_{quantize}/{TEXT_FILE}")
+        sides[label] = (run_lite, size_mb(folder / TEXT_FILE), f"{folder.name}/{TEXT_FILE}")
         sides[label + " runtime"] = model.runtime
     return sides
 
@@ -110,8 +124,10 @@ def main(argv=None):
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    texts, gold = read_sst2(args.data_dir)
-    found = exports(args.seed_dir, Path(args.work_dir), args.threads)
+    texts, gold = read_texts(args.data_file or DATASETS[args.dataset], args.max_texts)
+    with open(os.path.join(args.seed_dir, "classifier.json"), encoding="utf-8") as f:
+        seq = args.max_seq_length or json.load(f)["max_seq_length"]
+    found = exports(args.seed_dir, Path(args.work_dir), args.threads, seq)
     runtime = {k[:-len(" runtime")]: v for k, v in found.items() if k.endswith(" runtime")}
     sides = {k: v for k, v in found.items() if not k.endswith(" runtime")}
     names = list(sides)
@@ -131,7 +147,7 @@ def main(argv=None):
     fp32, int8 = answers["LiteRT fp32 (text in)"], answers["LiteRT int8 (text in)"]
     int8_vs_fp32 = sum(a[0] == b[0] for a, b in zip(int8, fp32)) / len(fp32)
 
-    # Latency: interleaved rounds, rotating order, fresh sentences each round.
+    # Latency: interleaved rounds, rotating order, fresh texts each round.
     for name in names:
         for t in texts[:args.warmup]:
             sides[name][0](t)
@@ -153,10 +169,10 @@ def main(argv=None):
     load_after = os.getloadavg()
 
     base = round_p50[names[0]]
-    results = {"threads": args.threads, "rounds": args.rounds, "calls_per_round": args.calls,
-               "sentences": len(texts), "load_before": load_before, "load_after": load_after,
+    results = {"dataset": args.dataset, "max_seq_length": seq, "threads": args.threads, "rounds": args.rounds, "calls_per_round": args.calls,
+               "texts": len(texts), "load_before": load_before, "load_after": load_after,
                "int8_same_label_as_fp32": int8_vs_fp32, "runtime": runtime, "sides": {}}
-    print(f"SST-2 dev, {len(texts)} sentences; batch 1, {args.threads} threads; {args.rounds} rounds x {args.calls} "
+    print(f"{args.dataset} dev, {len(texts)} texts at up to {seq} pieces; batch 1, {args.threads} threads; {args.rounds} rounds x {args.calls} "
           f"calls per side; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print("| side | file MB | p50 ms | p90 ms | p50 vs SavedModel (median of rounds; min-max) | accuracy | "
           "same label as SavedModel | max abs logit diff |")
@@ -172,7 +188,7 @@ def main(argv=None):
               f"{row['ratio_median']:.2f}x ({row['ratio_min']:.2f}-{row['ratio_max']:.2f}) | "
               f"{100 * row['accuracy']:.2f}% | {100 * row['same_label_as_saved_model']:.2f}% | "
               f"{row['max_abs_logit_diff']:.2g} |")
-    print(f"int8 labels equal to fp32's on {100 * int8_vs_fp32:.2f}% of the sentences; LiteRT runtime: "
+    print(f"int8 labels equal to fp32's on {100 * int8_vs_fp32:.2f}% of the texts; LiteRT runtime: "
           f"{', '.join(sorted(set(runtime.values())))}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
