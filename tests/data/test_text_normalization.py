@@ -260,6 +260,25 @@ def test_strip_accents_false_from_corpus_to_served_ids(tmp_path):
     served = discriminator_module(model_dir, allow_untrained_head=True).preprocessor.tokenize(lines).to_list()
     assert [i for row in served for i in row] == flat.tolist()
 
+    # Fine-tuning reads the model's record; a --vocab_file recording another normalisation is refused.
+    from electra_tf.finetune.finetune_job import resolve_init
+    from electra_tf.finetune.settings import FinetuneError, Settings
+    from electra_tf.finetune.tasks.task_registry import get_task
+
+    settings = Settings(task="sst2", init=model_dir, data_dir=None, output_dir=str(tmp_path / "ft"), max_seq_length=64)
+    tokenizer = resolve_init(settings, get_task("sst2"))[4]
+    assert tokenizer.normalization == kept and tokenizer.tokenize(lines) == served
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "vocab.txt").write_bytes(vocab.read_bytes())
+    (other / "vocab.txt.normalization.json").write_text(
+        json.dumps({"text_normalization": TextNormalization.create(False).to_json()}), encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"^--vocab_file .*vocab\.txt was built with text normalisation \(bert, "
+                                            r"cased, accents kept; .*\) but the model .*config\.json was trained "
+                                            r"with \(bert, lower-cased, accents kept\); pass the vocabulary"):
+        resolve_init(Settings(task="sst2", init=model_dir, data_dir=None, output_dir=str(tmp_path / "ft2"),
+                              vocab_file=str(other / "vocab.txt"), max_seq_length=64), get_task("sst2"))
+
     from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 
     out = hf.export(load_pretrainer(model_dir), str(tmp_path / "hf"), str(vocab))["discriminator"]
