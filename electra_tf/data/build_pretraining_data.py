@@ -5,8 +5,9 @@
         --max_seq_length 128 --num_shards 64 --num_processes 8
 
 The text normalisation (casing, accents, mode) is the one build_vocab recorded
-beside the vocabulary (`vocab.txt.normalization.json`) unless flags ask
-otherwise; flags that contradict that record are refused. It is recorded in
+beside the vocabulary (`vocab.txt.normalization.json`; a model folder's
+vocab.txt: its config.json's) unless flags ask otherwise; flags that
+contradict that record are refused. It is recorded in
 manifest.json (`text_normalization`), from which pre-training copies it into
 the model's config.json.
 
@@ -46,8 +47,7 @@ from electra_tf.data.corpus import check_text_file, expand_corpus, file_size, is
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
-from electra_tf.data.normalization import (DEFAULT_MODE, MODES, TextNormalization, read_vocab_record,
-                                           vocab_record_path)
+from electra_tf.data.normalization import DEFAULT_MODE, MODES, TextNormalization, find_vocab_record
 from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256
 from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
 
@@ -274,7 +274,8 @@ def _normalization(vocab_file: str, lower_case: Optional[bool], strip_accents: O
     """
     if mode is not None and mode not in MODES:
         raise DataError(f"--normalization={mode!r} is unknown; use one of {', '.join(MODES)}")
-    recorded = read_vocab_record(vocab_file)
+    found = find_vocab_record(vocab_file)
+    recorded, where = found if found is not None else (None, None)
     if recorded is None:
         return TextNormalization.create(True if lower_case is None else lower_case, strip_accents,
                                         mode or DEFAULT_MODE)
@@ -284,7 +285,7 @@ def _normalization(vocab_file: str, lower_case: Optional[bool], strip_accents: O
     wanted = TextNormalization.create(lower, strip_accents, mode or recorded.mode)
     if wanted != recorded:
         raise DataError(f"--vocab_file {vocab_file} was built with text normalisation ({recorded.describe()}; "
-                        f"{vocab_record_path(vocab_file)}) but the flags ask for ({wanted.describe()}); drop "
+                        f"{where}) but the flags ask for ({wanted.describe()}); drop "
                         f"those flags (or pass {recorded.flags()}), or rebuild the vocabulary with them")
     return wanted
 

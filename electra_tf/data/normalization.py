@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from electra_tf.data.data_errors import DataError
 
@@ -154,17 +154,38 @@ def vocab_record_path(vocab_file: str) -> str:
     return vocab_file + VOCAB_RECORD_SUFFIX
 
 
-def read_vocab_record(vocab_file: str) -> Optional[TextNormalization]:
-    """The normalisation recorded beside a local vocab.txt, or None (none recorded, or a remote file)."""
-    path = vocab_record_path(vocab_file)
-    if "://" in vocab_file or not os.path.isfile(path):
+def find_vocab_record(vocab_file: str) -> Optional[Tuple[TextNormalization, str]]:
+    """The normalisation recorded for a local vocab.txt, and where: `<vocab_file>.normalization.json`
+    (build_vocab's), else the config.json of the electra_tf model folder it sits in (a model's
+    vocab.txt: its config's record, or its casing in the nfkc_casefold mode). None: no record (or a
+    remote file)."""
+    if "://" in vocab_file:
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} is not readable JSON ({e}); delete it or rebuild the vocabulary") from None
-    return TextNormalization.from_json(value.get(FIELD) if isinstance(value, dict) else value, path)
+    path = vocab_record_path(vocab_file)
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                value = json.load(f)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path} is not readable JSON ({e}); delete it or rebuild the vocabulary") from None
+        return TextNormalization.from_json(value.get(FIELD) if isinstance(value, dict) else value, path), path
+    config = os.path.join(os.path.dirname(os.path.abspath(vocab_file)), "config.json")
+    if os.path.isfile(config):
+        try:
+            with open(config, encoding="utf-8") as f:
+                value = json.load(f)
+        except (OSError, ValueError):
+            return None  # not a config this reads; the model loaders say what is wrong with it
+        # An electra_tf model config (ElectraConfig.to_json): a casing and the pre-training fields.
+        if isinstance(value, dict) and "do_lower_case" in value and "disc_weight" in value:
+            return from_record(value, config), config
+    return None
+
+
+def read_vocab_record(vocab_file: str) -> Optional[TextNormalization]:
+    """`find_vocab_record`'s normalisation alone."""
+    found = find_vocab_record(vocab_file)
+    return None if found is None else found[0]
 
 
 def vocab_record_text(normalization: TextNormalization) -> str:

@@ -41,7 +41,7 @@ import keras
 from electra_tf.config import ElectraConfig
 from electra_tf.data.fs import write_json_atomic
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
-from electra_tf.data.normalization import TextNormalization, read_vocab_record, vocab_record_path
+from electra_tf.data.normalization import VOCAB_RECORD_SUFFIX, TextNormalization, find_vocab_record
 from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.model_recipe import ModelRecipe, read_model_recipe
@@ -231,10 +231,12 @@ def resolve_init(s: Settings, task: FinetuneTask
     # The text normalisation the model was pre-trained with (config.json records it); --do_lower_case
     # overrides its casing (accents stripped exactly when lower-casing, as BERT does).
     normalization = cfg.normalization
-    recorded = read_vocab_record(vocab_path)
+    # build_vocab's record beside --vocab_file (a model folder's config.json is the model's own).
+    found = find_vocab_record(vocab_path)
+    recorded, where = found if found is not None and found[1].endswith(VOCAB_RECORD_SUFFIX) else (None, None)
     if recorded is not None and recorded != normalization and s.init != "random":
         raise FinetuneError(f"--vocab_file {vocab_path} was built with text normalisation ({recorded.describe()}; "
-                            f"{vocab_record_path(vocab_path)}) but the model {config_path} was trained with "
+                            f"{where}) but the model {config_path} was trained with "
                             f"({normalization.describe()}); pass the vocabulary the model was pre-trained with")
     if s.init == "random" and recorded is not None and cfg.text_normalization is None:
         normalization = recorded  # a random encoder for a vocabulary: the text it was learned from

@@ -309,6 +309,20 @@ def test_records_that_disagree_are_refused_in_one_line(tmp_path):
         TextNormalization.from_json({"mode": "nfkc", "lower_case": True}, "config.json")
 
 
+def test_shards_for_a_model_folder_take_its_normalisation(repo_root, tmp_path):
+    """build_pretraining_data --vocab_file <model>/vocab.txt (continued pre-training with --init): no
+    flags needed, the model's config.json says how its text was normalised."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Straße ＡＢＣ and a GREAT movie.\n\nAnother document, ½ of it.\n", encoding="utf-8")
+    vocab = str(repo_root / "models" / "electra-small-imdb" / "vocab.txt")
+    manifest = build_pretraining_data(str(tmp_path / "s"), vocab, [str(corpus)], max_seq_length=32,
+                                      progress=False, log=lambda _: None)
+    assert from_record(manifest, "manifest") == TextNormalization.legacy(True)
+    with pytest.raises(DataError, match=r"electra-small-imdb.config\.json\) but the flags ask for \(bert, "):
+        build_pretraining_data(str(tmp_path / "s2"), vocab, [str(corpus)], mode="bert", progress=False,
+                               log=lambda _: None)
+
+
 def test_folders_without_a_record_keep_their_old_ids(repo_root):
     """The committed model (no text_normalization anywhere) tokenizes as the first releases did."""
     from electra_tf.api import ElectraPreprocessor
