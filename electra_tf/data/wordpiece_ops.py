@@ -39,6 +39,9 @@ from electra_tf.data.normalization import LEGACY_MAX_BYTES_PER_WORD, TextNormali
 
 SUFFIX_INDICATOR = "##"
 UNKNOWN_TOKEN = "[UNK]"
+# What WordPiece sees for a word over the character limit: a noncharacter (category Cn, removed by
+# step 1), so never a vocabulary entry, and the word becomes one [UNK].
+LONG_WORD = "\U0010FFFF"
 
 # Reference BasicTokenizer's classes, as RE2 patterns.
 WHITESPACE = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
@@ -125,6 +128,9 @@ class WordPieceOps(tf.Module):
         self.normalization = normalization
         vocab = list(vocab)
         self.unk_id = vocab.index(UNKNOWN_TOKEN)
+        if normalization.is_bert and LONG_WORD in vocab:
+            raise ValueError("the vocabulary holds U+10FFFF, the stand-in the tokenizer uses for words over the "
+                             "length limit (a noncharacter, never in normalised text); remove that line")
         normalizer_model, wordpiece_model = models if models is not None else (None, None)
         if normalization.is_bert:
             self._wordpiece = tf_text.FastWordpieceTokenizer(
@@ -148,27 +154,19 @@ class WordPieceOps(tf.Module):
         else:
             words = _split_words(normalised)
         flat = words.flat_values
-        if with_offsets:
-            ids, starts, ends = self._wordpiece.tokenize_with_offsets(flat)
-        else:
-            ids, starts, ends = self._wordpiece.tokenize(flat), None, None
-        # Words over the character limit: one [UNK] over the whole word.
+        # A word over the character limit is one [UNK]: WordPiece sees a stand-in no vocabulary holds.
         too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.normalization.max_chars_per_word
-        pieces_per_word = ids.row_lengths()
-        long_piece = tf.repeat(too_long, pieces_per_word)
-        first_piece = tf.range(tf.size(ids.values, tf.int64)) == tf.repeat(ids.row_starts(), pieces_per_word)
-        keep = ~long_piece | first_piece
-        kept = tf.where(too_long, tf.minimum(pieces_per_word, 1), pieces_per_word)
-        values = tf.boolean_mask(tf.where(long_piece, tf.cast(self.unk_id, ids.dtype), ids.values), keep)
-        nested = [words.row_lengths(), kept]
-        out_ids = tf.RaggedTensor.from_nested_row_lengths(values, nested).merge_dims(1, 2)
+        pieces_of = tf.where(too_long, LONG_WORD, flat)
         if not with_offsets:
-            return out_ids
+            return words.with_flat_values(self._wordpiece.tokenize(pieces_of)).merge_dims(1, 2)
+        ids, starts, ends = self._wordpiece.tokenize_with_offsets(pieces_of)
+        out_ids = words.with_flat_values(ids).merge_dims(1, 2)
+        pieces_per_word = ids.row_lengths()
         word_lengths = tf.cast(tf.strings.length(flat), tf.int64)
         base = tf.repeat(word_starts.flat_values, pieces_per_word)
-        piece_ends = tf.where(long_piece, tf.repeat(word_lengths, pieces_per_word), ends.values)
-        norm_starts = tf.boolean_mask(base + starts.values, keep)
-        norm_ends = tf.boolean_mask(base + piece_ends, keep)
+        piece_ends = tf.where(tf.repeat(too_long, pieces_per_word), tf.repeat(word_lengths, pieces_per_word),
+                              ends.values)
+        norm_starts, norm_ends = base + starts.values, base + piece_ends
         row_of_piece = out_ids.value_rowids()
         orig_starts, orig_ends = _to_original_offsets(texts, self.normalization, row_of_piece, norm_starts, norm_ends)
         as_ragged = lambda v: out_ids.with_flat_values(v)  # noqa: E731
