@@ -257,8 +257,18 @@ def test_strip_accents_false_from_corpus_to_served_ids(tmp_path):
     model_dir = str(tmp_path / "model")
     save_pretrained(model_dir, ElectraPretrainer(plan.config, special_token_ids(load_vocab(str(vocab)))), str(vocab))
     assert ElectraConfig.from_json(os.path.join(model_dir, "config.json")).normalization == kept
-    served = discriminator_module(model_dir, allow_untrained_head=True).preprocessor.tokenize(lines).to_list()
+    module = discriminator_module(model_dir, allow_untrained_head=True)
+    served = module.preprocessor.tokenize(lines).to_list()
     assert [i for row in served for i in row] == flat.tolist()
+    # The exported SavedModel, loaded back: its `tokens` output, on lines that fit in 64 pieces.
+    module.save(str(tmp_path / "sm"))
+    serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+    short = [(line, ids) for line, ids in zip(lines, served) if 0 < len(ids) <= 60][:40]
+    out = serve(text=tf.constant([line for line, _ in short]))
+    tokens = [[t.decode("utf-8") for t in row] for row in out["tokens"].numpy().tolist()]
+    vocab_list = load_vocab(str(vocab))
+    for row, (_, ids), mask in zip(tokens, short, out["text_mask"].numpy().tolist()):
+        assert [t for t, m in zip(row, mask) if m] == [vocab_list[i] for i in ids]
 
     # Fine-tuning reads the model's record; a --vocab_file recording another normalisation is refused.
     from electra_tf.finetune.finetune_job import resolve_init
