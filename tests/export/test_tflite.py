@@ -144,6 +144,9 @@ def test_outputs_that_differ_from_the_saved_model_are_refused(model_dir, tmp_pat
     lines = h.error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "differs from the SavedModel's by" in lines[0] and "1e-05" in lines[0], lines
     assert not out.exists() and os.listdir(tmp_path) == []
+    # The tolerance: 1e-5, relative where an output's values are above 1 (float32 round-off grows with them).
+    assert lt.allowed(np.array([0.5, -0.2])) == pytest.approx(1e-5)
+    assert lt.allowed(np.array([3.0, -40.0])) == pytest.approx(4e-4)
 
 
 @pytest.mark.parametrize("flags, message", [
