@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import shutil
+import unicodedata
 
 import numpy as np
 import pytest
@@ -41,6 +42,10 @@ def _hard_reviews():
     picked = [r for r in reviews if any(ord(c) > 127 for c in r)][:3]
     picked += [r for r in reviews if "<br />" in r and r not in picked][:3]
     picked += [r for r in reviews if ("..." in r or "!!" in r or "--" in r) and r not in picked][:2]
+    # Compatibility characters (½, full-width forms, ligatures): NFKC would rewrite them, BERT's rules keep them.
+    compatibility = [r for r in _reviews(5000) if unicodedata.normalize("NFKC", r) != r and r not in picked][:2]
+    assert len(compatibility) == 2, "IMDB dev has fewer reviews with compatibility characters than expected"
+    picked += compatibility
     assert any(any(ord(c) > 127 for c in r) for r in picked), "no review with accented letters found"
     return picked
 
@@ -81,7 +86,12 @@ def test_tokenizer_ids_match_the_checkpoints_own(converted):
 
     theirs = transformers.BertTokenizerFast(tokenizer_file=os.path.join(ENCODER, "tokenizer.json"),
                                             vocab_file=os.path.join(ENCODER, "vocab.txt"))
-    ours = TextPreprocessor(os.path.join(converted, "vocab.txt"), 512, do_lower_case=True)
+    from electra_tf.config import ElectraConfig
+
+    # The converted folder records the normalisation (BERT's rules), and the served / fine-tuned tokenizer uses it.
+    normalization = ElectraConfig.from_json(os.path.join(converted, "config.json")).normalization
+    assert (normalization.mode, normalization.lower_case, normalization.strip_accents) == ("bert", True, True)
+    ours = TextPreprocessor(os.path.join(converted, "vocab.txt"), 512, normalization=normalization)
     texts = _hard_reviews()
     want = theirs(texts, truncation=True, max_length=512, padding=False)["input_ids"]
     got = ours(texts)
