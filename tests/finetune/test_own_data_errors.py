@@ -106,8 +106,8 @@ MESSAGES = {
                                     "saved_model.pb); fine-tune one with python -m electra_tf.finetune and pass its "
                                     "seed_<n>/ directory (a pre-trained model scores tokens with "
                                     "electra_tf.scoring.Scorer)"),
-    "predict-missing-model": (P, "error: <path> does not exist; pass a fine-tuning seed_<n>/ directory or a "
-                                 "classifier SavedModel"),
+    "predict-missing-model": (P, "error: <path> does not exist; pass a fine-tuning seed_<n>/ directory, a "
+                                 "classifier SavedModel or a LiteRT folder / .tflite file"),
     "predict-missing-text-column": (P, "error: --input_file <path> has no column 'text' (the model was fine-tuned on "
                                        "it); its columns are: review; name the text column with --text_column"),
     "predict-header-only": (P, "error: --input_file <path> holds a header but no rows; nothing to predict"),
