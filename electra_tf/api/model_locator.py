@@ -20,6 +20,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.normalization import TextNormalization
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import load_classifier
+from electra_tf.export.tflite import IDS_FILE, METADATA_FILE as LITERT_METADATA, TEXT_FILE
 from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
 from electra_tf.finetune.modeling.task_models import build_and_call
@@ -66,6 +67,14 @@ class Located:
         return self.normalization.lower_case
 
 
+def _is_litert_export(path: str) -> bool:
+    """A .tflite file, or a folder `export --format tflite` wrote (its metadata beside the file, no classifier)."""
+    if path.endswith(".tflite"):
+        return True
+    return (os.path.isfile(os.path.join(path, LITERT_METADATA)) and not os.path.isfile(os.path.join(path, CLASSIFIER_FILE))
+            and any(os.path.isfile(os.path.join(path, name)) for name in (TEXT_FILE, IDS_FILE)))
+
+
 def locate(path: str) -> Located:
     """Finds the config, vocabulary and weights of any model directory the API takes.
 
@@ -77,6 +86,10 @@ def locate(path: str) -> Located:
       ApiError: a path that does not exist, a SavedModel, or a directory
         without model files (one line naming the fix).
     """
+    if _is_litert_export(path):
+        raise ApiError(f"{path} is a LiteRT export, which serves but cannot be trained further; run it with "
+                       f"electra_tf.predict.Predictor (or python -m electra_tf.predict), or pass the model directory "
+                       f"it was exported from")
     if not os.path.isdir(path):
         raise ApiError(f"{path} does not exist or is not a directory; pass a pre-training run directory, its "
                        f"pretrained/ model, a converted model directory or a fine-tuned seed_<n>/ directory")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -252,3 +253,20 @@ def test_fit_uses_finetunes_optimizer_spec_and_stops_on_nan(run_dir, reviews):
     reg = ElectraClassifier.from_pretrained(str(run_dir), regression=True, sequence_length=24)
     with pytest.raises(ApiError, match=r"^the training loss became nan at step 1; training stopped"):
         reg.fit(nan_texts, epochs=1, verbose=0)
+
+
+def test_a_litert_export_is_refused_with_the_way_to_run_it(tmp_path):
+    """A LiteRT export (a .tflite file, or the folder `export --format tflite` writes) serves but does not train:
+    from_pretrained names the Predictor, which runs it, in one line."""
+    from electra_tf import ElectraClassifier
+    from electra_tf.api import ApiError
+
+    folder = tmp_path / "litert"
+    folder.mkdir()
+    (folder / "model.json").write_text("{}", encoding="utf-8")
+    (folder / "model_ids.tflite").write_bytes(b"TFL3")
+    for path in (folder, folder / "model_ids.tflite"):
+        with pytest.raises(ApiError, match=rf"^{re.escape(str(path))} is a LiteRT export, which serves but cannot be "
+                                           r"trained further; run it with electra_tf.predict.Predictor \(or python -m "
+                                           r"electra_tf.predict\), or pass the model directory it was exported from$"):
+            ElectraClassifier.from_pretrained(str(path))
