@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"sst2": DATA / "glue" / "SST-2" / "dev.tsv", "imdb": DATA / "imdb" / "dev.tsv.gz"}
 
