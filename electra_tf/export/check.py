@@ -84,7 +84,7 @@ def check(model_dir: str, texts: Optional[List[str]] = None, texts_b: Optional[L
           print_fn=print) -> str:
     """Loads `model_dir` as TF Serving will and runs it (see the module docstring); returns the `ok:` line and
     raises `CppLoaderError` with the reason it would not serve."""
-    from electra_tf.export.cpp_loader import CppLoaderError, CppSavedModel
+    from electra_tf.export.cpp_loader import CppLoaderError, CppSavedModel, text_feed
 
     texts = list(texts or SAMPLE_TEXTS)
     start = time.perf_counter()
@@ -100,15 +100,7 @@ def check(model_dir: str, texts: Optional[List[str]] = None, texts_b: Optional[L
         replayed = model.replay_warmup()
         if replayed:
             print_fn(f"replayed {replayed} warm-up requests in {time.perf_counter() - start:.2f} s")
-        inputs = model.signatures["serving_default"].inputs
-        if "text" in inputs:
-            feed = {"text": np.array([t.encode("utf-8") for t in texts], dtype=object)}
-        else:
-            second = list(texts_b) if texts_b else texts[::-1]
-            if len(second) != len(texts):
-                raise CppLoaderError(f"--text_b gives {len(second)} texts for {len(texts)} --text; give one each")
-            feed = {"text_a": np.array([t.encode("utf-8") for t in texts], dtype=object),
-                    "text_b": np.array([t.encode("utf-8") for t in second], dtype=object)}
+        feed = text_feed(model.signatures["serving_default"], texts, texts_b)
         out = model.run("serving_default", feed)
         for row, text in enumerate(texts):
             shown = text if len(text) <= 60 else text[:57] + "..."

@@ -26,14 +26,15 @@ import ctypes
 import dataclasses
 import glob
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
 from electra_tf.errors import ElectraError
+from electra_tf.export.serving import ASSETS_EXTRA
+from electra_tf.export.warmup import WARMUP_FILE
 
 SERVE_TAG = "serve"
-WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
 _TSTRING_BYTES = 24  # sizeof(TF_TString)
 _TF_STRING = 7
 
@@ -215,29 +216,22 @@ class CppSavedModel:
         `PredictionLog`'s Predict request run through the session, its named signature (default
         `serving_default`), inputs and output filter. Returns how many ran (0 without the file); the first
         failure raises, as it makes TF Serving refuse the model."""
-        import tensorflow as tf
+        from electra_tf.export.warmup import WarmupError, recorded_requests
 
-        path = os.path.join(self.export_dir, WARMUP_PATH)
+        path = os.path.join(self.export_dir, ASSETS_EXTRA, WARMUP_FILE)
         if not os.path.exists(path):
             return 0
-        from tensorflow_serving.apis import prediction_log_pb2
-
         count = 0
-        for n, raw in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
-            log = prediction_log_pb2.PredictionLog.FromString(raw)
-            kind = log.WhichOneof("log_type")
-            if kind != "predict_log":
-                raise CppLoaderError(f"warm-up record {n} of {path} is a {kind}; this check replays Predict "
-                                     f"requests only")
-            request = log.predict_log.request
-            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-            try:
-                self.run(request.model_spec.signature_name or "serving_default", inputs,
-                         list(request.output_filter) or None)
-            except CppLoaderError as e:
-                raise CppLoaderError(f"warm-up request {n} of {path} failed, so TF Serving would not load the "
-                                     f"model: {e}") from None
-            count += 1
+        try:
+            for n, signature, inputs, output_filter in recorded_requests(self.export_dir):
+                try:
+                    self.run(signature, inputs, output_filter or None)
+                except CppLoaderError as e:
+                    raise CppLoaderError(f"warm-up request {n} of {path} failed, so TF Serving would not load "
+                                         f"the model: {e}") from None
+                count += 1
+        except WarmupError as e:
+            raise CppLoaderError(str(e)) from None
         return count
 
 
@@ -290,11 +284,16 @@ def _from_tensor(lib, tensor) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype.as_numpy_dtype).reshape(shape).copy()
 
 
-def run_texts(model: CppSavedModel, texts: List[str], texts_b: Optional[List[str]] = None) -> Dict[str, np.ndarray]:
-    """`serving_default` on raw texts (pairs when `texts_b` is given), through the C++ loader's session."""
-    sig = model.signatures["serving_default"]
-    as_array = lambda xs: np.array([t.encode("utf-8") for t in xs], dtype=object)  # noqa: E731
-    if "text" in sig.inputs:
-        return model.run("serving_default", {"text": as_array(texts)})
-    return model.run("serving_default", {"text_a": as_array(texts),
-                                         "text_b": as_array(texts_b if texts_b is not None else [""] * len(texts))})
+def text_feed(signature: Signature, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None
+              ) -> Dict[str, np.ndarray]:
+    """`serving_default`'s inputs for raw texts: `text`, or `text_a` and `text_b` for a pair model (`texts_b`,
+    default: `texts` reversed)."""
+    def as_array(items):
+        return np.array([t.encode("utf-8") for t in items], dtype=object)
+
+    if "text" in signature.inputs:
+        return {"text": as_array(texts)}
+    second = list(texts_b) if texts_b else list(texts)[::-1]
+    if len(second) != len(texts):
+        raise CppLoaderError(f"--text_b gives {len(second)} texts for {len(texts)} --text; give one each")
+    return {"text_a": as_array(texts), "text_b": as_array(second)}

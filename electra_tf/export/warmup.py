@@ -14,7 +14,7 @@ The protos come from the `tensorflow-serving-api` package (`pip install "electra
 from __future__ import annotations
 
 import os
-from typing import List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving import ASSETS_EXTRA, padded_batch, padded_width
@@ -98,18 +98,32 @@ def write_warmup_requests(records: Sequence[bytes], saved_model_dir: str) -> str
     return path
 
 
-def replay_warmup_requests(saved_model_dir: str, signatures=None) -> int:
-    """Runs every warm-up request of `saved_model_dir` through its signature, as TF Serving does at load
-    (for a server in Python, e.g. one that loads with `tf.saved_model.load`); returns how many ran."""
+def recorded_requests(saved_model_dir: str) -> Iterator[Tuple[int, str, dict, List[str]]]:
+    """(index, signature name, inputs as numpy, output filter) of each Predict request in `saved_model_dir`'s
+    warm-up file, as TF Serving reads them (no signature name: `serving_default`). A record holding another
+    kind of log raises `WarmupError`: the replays here run Predict requests only."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = os.path.join(saved_model_dir, ASSETS_EXTRA, WARMUP_FILE)
+    for n, raw in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
+        log = prediction_log_pb2.PredictionLog.FromString(raw)
+        kind = log.WhichOneof("log_type")
+        if kind != "predict_log":
+            raise WarmupError(f"warm-up record {n} of {path} is a {kind}; only Predict requests are replayed here")
+        request = log.predict_log.request
+        yield (n, request.model_spec.signature_name or SIGNATURE,
+               {k: tf.make_ndarray(v) for k, v in request.inputs.items()}, list(request.output_filter))
+
+
+def replay_warmup_requests(saved_model_dir: str, signatures=None) -> int:
+    """Runs every warm-up request of `saved_model_dir` through its signature, as TF Serving does at load
+    (for a server in Python, e.g. one that loads with `tf.saved_model.load`); returns how many ran."""
+    import tensorflow as tf
+
     signatures = signatures or tf.saved_model.load(saved_model_dir).signatures
     count = 0
-    for raw in tf.data.TFRecordDataset(path).as_numpy_iterator():
-        request = prediction_log_pb2.PredictionLog.FromString(raw).predict_log.request
-        fn = signatures[request.model_spec.signature_name or SIGNATURE]
-        fn(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+    for _, name, inputs, _ in recorded_requests(saved_model_dir):
+        signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
         count += 1
     return count
