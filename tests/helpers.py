@@ -105,7 +105,7 @@ def make_pair_classifier_dir(model_dir, out, seed=1):
     so an export that drops or changes a weight shows in its outputs. Returns (out as str, the model).
     """
     from electra_tf.finetune.modeling.classifier_dir import save_classifier
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     encoder, _, config = load_discriminator(model_dir)

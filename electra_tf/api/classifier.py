@@ -39,7 +39,7 @@ from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.model_recipe import read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
-from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.settings import reinit_problem
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task

@@ -23,7 +23,7 @@ from electra_tf.export.serving_loader import load_classifier
 from electra_tf.export.tflite import IDS_FILE, METADATA_FILE as LITERT_METADATA, TEXT_FILE
 from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
-from electra_tf.finetune.modeling.task_models import build_and_call
+from electra_tf.models.classifier_model import build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.paths import resolve_model_dir
 

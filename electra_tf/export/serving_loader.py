@@ -20,7 +20,7 @@ from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
 from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
-from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.saving import absent_parts, load_discriminator
 from electra_tf.paths import resolve_model_dir

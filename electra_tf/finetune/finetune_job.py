@@ -46,7 +46,7 @@ from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.model_recipe import ModelRecipe, read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
-from electra_tf.finetune.modeling.task_models import build_and_call
+from electra_tf.models.classifier_model import build_and_call
 from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
                                           check_numbers, check_reinit)

@@ -34,7 +34,7 @@ OPTIONS = {"default": [], "freeze_weights": ["--freeze_weights"], "bf16": ["--pr
 def sources(tmp_path_factory):
     """The three things one exports: a pre-trained discriminator, a pair classifier, a one-text classifier."""
     from electra_tf.finetune.modeling.classifier_dir import save_classifier
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     root = tmp_path_factory.mktemp("sources")

@@ -10,7 +10,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.export.serving import (CLASSIFIER, DISCRIMINATOR, WIDTH_MULTIPLE, ServingModule, padded_batch,
                                       padded_width)
-from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.heads import DiscriminatorHead
 

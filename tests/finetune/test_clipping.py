@@ -29,7 +29,7 @@ def _one_step(strategy, make_optimizer):
     import tensorflow as tf
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     # No dropout: the replicas would draw other masks than the single device.

@@ -9,7 +9,7 @@ CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.js
 
 
 def test_classification_head_uses_cls_only():
-    from electra_tf.finetune.modeling.task_heads import ClassificationHead
+    from electra_tf.models.task_heads import ClassificationHead
 
     head = ClassificationHead(3, dropout=0.1)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
@@ -23,7 +23,7 @@ def test_classification_head_uses_cls_only():
 
 
 def test_classification_head_mean_pooling_averages_the_real_tokens():
-    from electra_tf.finetune.modeling.task_heads import ClassificationHead
+    from electra_tf.models.task_heads import ClassificationHead
 
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
@@ -44,7 +44,7 @@ def test_classification_head_mean_pooling_averages_the_real_tokens():
 
 
 def test_span_head_end_conditioned_on_start_and_beams():
-    from electra_tf.finetune.modeling.task_heads import SpanHead
+    from electra_tf.models.task_heads import SpanHead
 
     rng = np.random.default_rng(1)
     h = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -71,7 +71,7 @@ def test_load_pretrained_encoder_weights(tmp_path):
     from electra_tf.config import ElectraConfig
     from electra_tf.finetune.settings import FinetuneError
     from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     cfg = ElectraConfig.from_json(CONFIG)
@@ -106,7 +106,9 @@ def test_finetuning_models_rebuild_from_their_config(kind):
     import keras
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, SquadModel, TaggerModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
+    from electra_tf.models.squad_model import SquadModel
+    from electra_tf.models.tagger_model import TaggerModel
     from electra_tf.models import build_encoder
 
     encoder = build_encoder(ElectraConfig.from_json(CONFIG))

@@ -14,7 +14,7 @@ CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.js
 @pytest.fixture(scope="module")
 def tiny_model():
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     cfg = ElectraConfig.from_json(CONFIG)
@@ -145,7 +145,7 @@ def test_fit_under_mirrored_strategy():
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from electra_tf.config import ElectraConfig
         from electra_tf.models import build_encoder
-        from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+        from electra_tf.models.classifier_model import ClassifierModel, build_and_call
         from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
         from electra_tf.training.optimization import adamw
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

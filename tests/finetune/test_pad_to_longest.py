@@ -45,7 +45,7 @@ def _model(sst2_model_files, seed=0):
     import keras
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     cfg = ElectraConfig.from_json(f"{sst2_model_files}/config.json").replace(

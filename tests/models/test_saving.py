@@ -97,7 +97,7 @@ def test_mismatched_config_is_refused(saved, tmp_path):
 def test_finetune_init_gives_the_pretrained_discriminator(saved):
     """`finetune --init <model dir>` builds its own encoder and loads it: same outputs."""
     from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     model, model_dir, cfg = saved

@@ -30,7 +30,7 @@ def seed_dir(tmp_path_factory):
     import keras
 
     from electra_tf.finetune.modeling.classifier_dir import save_classifier
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
     keras.utils.set_random_seed(3)

@@ -793,7 +793,7 @@ def _(c):
     import tensorflow as tf
 
     from electra_tf.export.serving import CLASSIFIER, ServingModule
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     encoder, _, config = load_discriminator(str(c.model_dir()))

@@ -104,7 +104,7 @@ def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
 
     from electra_tf.finetune.modeling.classifier_dir import save_classifier
     from electra_tf.export.__main__ import main as export_main
-    from electra_tf.finetune.modeling.task_models import ClassifierModel, build_and_call
+    from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 
     model_dir, _, _ = helpers.make_model_dir(tmp_path / "model")

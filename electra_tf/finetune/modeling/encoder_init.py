@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from electra_tf.errors import error_line
 from electra_tf.finetune.settings import FinetuneError
-from electra_tf.finetune.modeling.task_models import build_and_call
+from electra_tf.models.classifier_model import build_and_call
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.paths import hub_download_hint, resolve_config, resolve_model_dir

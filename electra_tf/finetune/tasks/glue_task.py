@@ -18,7 +18,7 @@ from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.tasks.task_metrics import compute_metrics
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.modeling.task_models import ClassifierModel
+from electra_tf.models.classifier_model import ClassifierModel
 from electra_tf.finetune.readers.tokenization import encode_classification
 
 

@@ -37,7 +37,7 @@ from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.tasks.task_metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,
                                          spearman)
-from electra_tf.finetune.modeling.task_models import ClassifierModel
+from electra_tf.models.classifier_model import ClassifierModel
 from electra_tf.finetune.readers.own_data import Columns, Examples, LabelSet, read_examples, stratified_split
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.readers.text_files import TextFileError

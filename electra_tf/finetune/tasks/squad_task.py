@@ -18,7 +18,7 @@ from electra_tf.finetune.readers import squad_data
 from electra_tf.finetune.tasks import squad_eval
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.settings import Settings
-from electra_tf.finetune.modeling.task_models import SquadModel
+from electra_tf.models.squad_model import SquadModel
 
 # --task name -> SQuAD 2.0 (questions may have no answer).
 SQUAD_VERSIONS = {"squad": False, "squad1": False, "squad2": True}

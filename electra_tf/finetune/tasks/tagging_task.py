@@ -18,7 +18,7 @@ import numpy as np
 from electra_tf.finetune.readers import tagging_data
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.settings import FinetuneError, Settings
-from electra_tf.finetune.modeling.task_models import TaggerModel
+from electra_tf.models.tagger_model import TaggerModel
 
 # --task names of the tagging family; they differ only in the files under --data_dir.
 TAGGING_NAMES = ("tagging", "ner", "chunk", "pos")

@@ -1,4 +1,4 @@
-"""Task heads on top of the ELECTRA discriminator's sequence output.
+"""Fine-tuning task heads on top of the ELECTRA discriminator's sequence output.
 
 - `ClassificationHead`: dropout + one dense layer on the [CLS] vector, as the
   reference (ELECTRA has no pooler); `two_layer=True` gives the Hugging Face
