@@ -75,7 +75,7 @@ def resolve_config(value: str, flag: str = "--config") -> str:
 def is_remote(path: str) -> bool:
     """True for a URL (gs://, s3://, hdfs://, ...), which only tf.io.gfile can open.
 
-    The one place that decides it; data/fs.py and every tool ask here.
+    The one place that decides it; fileio.py and every tool ask here.
     """
     return "://" in path
 

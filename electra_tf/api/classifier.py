@@ -33,7 +33,7 @@ import tensorflow as tf
 from electra_tf.api.model_locator import ApiError, load_encoder, locate
 from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
-from electra_tf.data.fs import write_text_atomic
+from electra_tf.fileio import write_text_atomic
 from electra_tf.data.normalization import TextNormalization
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.model_recipe import read_model_recipe

@@ -11,7 +11,7 @@ import numpy as np
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.mapping import (CONVERTED, DISCRIMINATOR_HEAD, GENERATOR, ConversionError, check_and_assign,
                                         pretrainer_entries)
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.saving import CONVERSION_FILE, save_pretrained
 from electra_tf.pretrain.pretrainer import ElectraPretrainer

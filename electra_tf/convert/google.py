@@ -29,7 +29,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import build_config
 from electra_tf.convert.mapping import ConversionError, export_tensors, is_ignored, pretrainer_entries
-from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.fileio import write_json_atomic, write_text_atomic
 from electra_tf.data.normalization import TextNormalization
 
 # Beside the checkpoint: what `--to google` writes and `--from google` reads.

@@ -35,7 +35,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.convert.common import build_config, sizes_from_tensors
 from electra_tf.convert.mapping import ConversionError, export_tensors, pretrainer_entries
 from electra_tf.convert.tokenizer_files import hf_tokenizer_config, write_hf_tokenizer
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import write_json_atomic
 from electra_tf.data.normalization import TextNormalization
 
 # --------------------------------------------------------------------------- safetensors

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional
 
-from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.fileio import write_json_atomic, write_text_atomic
 from electra_tf.data.normalization import TextNormalization
 from electra_tf.data.vocab import load_vocab
 

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from electra_tf.data import fs
+from electra_tf import fileio
 from electra_tf.data import manifest as mf
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.normalization import from_record
@@ -22,8 +22,8 @@ from electra_tf.data.vocab import SpecialTokenIds
 
 def remove_temp_files(output_dir: str) -> None:
     """Removes shards left half-written (under their temporary names) by a killed build."""
-    for path in fs.glob(mf.join(output_dir, f".{mf.SHARD_PREFIX}-*.tmp-*")):
-        fs.remove(path)
+    for path in fileio.glob(fileio.join(output_dir, f".{mf.SHARD_PREFIX}-*.tmp-*")):
+        fileio.remove(path)
 
 
 def prepare_output_dir(output_dir: str) -> None:
@@ -35,14 +35,14 @@ def prepare_output_dir(output_dir: str) -> None:
 
             errors = (tf.errors.OpError, OSError)
             tf.io.gfile.makedirs(output_dir)
-            probe = mf.join(output_dir, ".write_test")
+            probe = fileio.join(output_dir, ".write_test")
             with tf.io.gfile.GFile(probe, "w") as f:
                 f.write("ok")
             tf.io.gfile.remove(probe)
         else:
             errors = (OSError,)
             os.makedirs(output_dir, exist_ok=True)
-            probe = mf.join(output_dir, ".write_test")
+            probe = fileio.join(output_dir, ".write_test")
             with open(probe, "w", encoding="utf-8") as f:
                 f.write("ok")
             os.remove(probe)
@@ -58,11 +58,11 @@ def damaged_shards(manifest: Dict[str, Any], output_dir: str) -> Dict[int, str]:
     """{index: why} of the manifest's shards that are missing, of another size or another sha256."""
     damaged = {}
     for i, shard in enumerate(manifest["shards"]):
-        path = mf.join(output_dir, shard["file"])
-        if not fs.exists(path):
+        path = fileio.join(output_dir, shard["file"])
+        if not fileio.exists(path):
             damaged[i] = "missing"
-        elif fs.size(path) != shard["size"]:
-            damaged[i] = f"{fs.size(path)} bytes, manifest says {shard['size']}"
+        elif fileio.size(path) != shard["size"]:
+            damaged[i] = f"{fileio.size(path)} bytes, manifest says {shard['size']}"
         elif file_sha256(path) != shard["sha256"]:
             damaged[i] = "sha256 differs from the manifest"
     return damaged
@@ -81,13 +81,13 @@ def resume_or_refuse(output_dir: str, settings: Dict[str, Any], overwrite: bool,
     Raises:
       DataError: output_dir holds a build (finished, unfinished or unknown) of other settings.
     """
-    work_dir = mf.join(output_dir, mf.WORK_DIR)
+    work_dir = fileio.join(output_dir, mf.WORK_DIR)
     if overwrite:
-        for path in fs.glob(mf.join(output_dir, mf.SHARD_GLOB)):
-            fs.remove(path)
-        if fs.exists(mf.join(output_dir, mf.MANIFEST_NAME)):
-            fs.remove(mf.join(output_dir, mf.MANIFEST_NAME))
-        fs.rmtree(work_dir)
+        for path in fileio.glob(fileio.join(output_dir, mf.SHARD_GLOB)):
+            fileio.remove(path)
+        if fileio.exists(fileio.join(output_dir, mf.MANIFEST_NAME)):
+            fileio.remove(fileio.join(output_dir, mf.MANIFEST_NAME))
+        fileio.rmtree(work_dir)
     existing = mf.load_manifest(output_dir)
     repair = None  # {index: why}: the finished build's missing or damaged shards, rebuilt in place
     if existing is not None:
@@ -105,14 +105,14 @@ def resume_or_refuse(output_dir: str, settings: Dict[str, Any], overwrite: bool,
                 f"({mf.describe_difference(existing.get('settings', {}), settings)}); "
                 f"choose a new --output_dir or pass --overwrite"
             )
-    previous = mf.read_json(mf.join(work_dir, "plan.json"))
+    previous = mf.read_json_object(fileio.join(work_dir, "plan.json"))
     if previous is not None and previous.get("settings") != settings:
         raise DataError(
             f"--output_dir {output_dir!r} holds an unfinished build with other settings "
             f"({mf.describe_difference(previous.get('settings', {}), settings)}); "
             f"re-run with the same settings to resume, or pass --overwrite"
         )
-    if previous is None and repair is None and fs.glob(mf.join(output_dir, mf.SHARD_GLOB)):
+    if previous is None and repair is None and fileio.glob(fileio.join(output_dir, mf.SHARD_GLOB)):
         raise DataError(
             f"--output_dir {output_dir!r} already holds {mf.SHARD_PREFIX} files from an unknown build; "
             f"choose a new --output_dir or pass --overwrite"
@@ -127,7 +127,7 @@ def check_repair(manifest: Dict[str, Any], rebuilt: Dict[int, Dict[str, Any]], o
         want = manifest["shards"][i]
         if (stats["size"], stats["sha256"]) != (want["size"], want["sha256"]):
             raise DataError(
-                f"rebuilt shard {mf.join(output_dir, want['file'])} differs from its manifest.json (the corpus "
+                f"rebuilt shard {fileio.join(output_dir, want['file'])} differs from its manifest.json (the corpus "
                 f"files changed since the build?); rebuild everything with --overwrite"
             )
     log(f"repaired {len(rebuilt)} shard(s) of {output_dir}; the build is complete again "
@@ -168,15 +168,15 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
       DataError: no shard holds an example (the shards are removed).
     """
     num_shards = settings["num_shards"]
-    work_dir = mf.join(output_dir, mf.WORK_DIR)
+    work_dir = fileio.join(output_dir, mf.WORK_DIR)
     shards = [done[i] for i in range(num_shards)]
     num_examples = sum(s["examples"] for s in shards)
     if num_examples == 0:
         for i in range(num_shards):
-            path = mf.join(output_dir, mf.shard_name(i, num_shards))
-            if fs.exists(path):
-                fs.remove(path)
-        fs.rmtree(work_dir)
+            path = fileio.join(output_dir, mf.shard_name(i, num_shards))
+            if fileio.exists(path):
+                fileio.remove(path)
+        fileio.rmtree(work_dir)
         raise DataError(
             "corpus produced no examples (no line yields a WordPiece token); "
             "check the corpus encoding and the vocabulary"
@@ -221,8 +221,8 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
         "settings": settings,
         "build_seconds": round(elapsed, 2),
     }
-    mf.write_json_atomic(mf.join(output_dir, mf.MANIFEST_NAME), manifest)
-    fs.rmtree(work_dir)
+    fileio.write_json_atomic(fileio.join(output_dir, mf.MANIFEST_NAME), manifest, sort_keys=True)
+    fileio.rmtree(work_dir)
 
     written = manifest["fraction_written"]
     log(f"wrote {num_examples:,} examples ({manifest['num_tokens']:,} tokens"

@@ -38,12 +38,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from electra_tf.cli import exit_with_error, parse_flags, report_interrupted, run_absl
-from electra_tf.data import fs
+from electra_tf import fileio
 from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
                                           resume_or_refuse)
 from electra_tf.data.build_progress import Progress
-from electra_tf.data.corpus import check_text_file, expand_corpus, file_size, is_gzip
+from electra_tf.data.corpus import check_text_file, expand_corpus, is_gzip
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
@@ -79,7 +79,7 @@ def _corpus_files(corpus: Sequence[str]) -> Tuple[List[str], List[int]]:
             f"hold no non-blank line; pass files with one sentence or paragraph per line"
         )
     files = [p if "://" in p else os.path.abspath(p) for p in files]
-    return files, [file_size(p) for p in files]
+    return files, [fileio.size(p) for p in files]
 
 
 def build_pretraining_data(
@@ -168,14 +168,14 @@ def build_pretraining_data(
     if tfds_name is None:
         files, sizes = _corpus_files(corpus)
 
-    created = not fs.exists(output_dir)
+    created = not fileio.exists(output_dir)
     prepare_output_dir(output_dir)
 
     def abandon(error: DataError) -> DataError:
         # A source refused while planning (a damaged .gz file, a missing tfds split):
         # a directory made by this run holds nothing yet and goes too.
         if created:
-            fs.rmtree(output_dir)
+            fileio.rmtree(output_dir)
         return error
 
     vocab_sha = file_sha256(vocab_file)
@@ -213,7 +213,7 @@ def build_pretraining_data(
     existing, repair = resume_or_refuse(output_dir, settings, overwrite, log)
     if existing is not None and not repair:
         return existing  # already complete (logged)
-    work_dir = mf.join(output_dir, mf.WORK_DIR)
+    work_dir = fileio.join(output_dir, mf.WORK_DIR)
 
     # --- plan ------------------------------------------------------------------------
     forced_splits = 0
@@ -237,9 +237,10 @@ def build_pretraining_data(
         for i, segs in enumerate(plan.shards):
             tasks.append(ShardTask(index=i, segments=[(s.path, s.start, s.end) for s in segs],
                                    **common))
-    fs.makedirs(work_dir)
+    fileio.makedirs(work_dir)
     if repair is None:
-        mf.write_json_atomic(mf.join(work_dir, "plan.json"), {"build_id": build_id, "settings": settings})
+        fileio.write_json_atomic(fileio.join(work_dir, "plan.json"), {"build_id": build_id, "settings": settings},
+                                 sort_keys=True)
     remove_temp_files(output_dir)
 
     done: Dict[int, Dict[str, Any]] = {}
@@ -247,9 +248,9 @@ def build_pretraining_data(
         todo = [t for t in tasks if t.index in repair]
     else:
         for task in tasks:
-            final = mf.join(output_dir, mf.shard_name(task.index, num_shards))
-            stats = mf.read_json(mf.join(work_dir, f"shard-{task.index:05d}.json"))
-            if fs.exists(final) and stats is not None:
+            final = fileio.join(output_dir, mf.shard_name(task.index, num_shards))
+            stats = mf.read_json_object(fileio.join(work_dir, f"shard-{task.index:05d}.json"))
+            if fileio.exists(final) and stats is not None:
                 done[task.index] = stats
         todo = [t for t in tasks if t.index not in done]
         if done:
@@ -259,7 +260,7 @@ def build_pretraining_data(
     _build(todo, done, output_dir, num_processes, progress,
            lambda: build_tokenizer_models(vocab, normalization=normalization))
     if repair is not None:
-        fs.rmtree(work_dir)
+        fileio.rmtree(work_dir)
         return check_repair(existing, done, output_dir, log)
     return finish_build(output_dir, settings, build_id, done, [t.index for t in todo], vocab_file,
                         special, forced_splits, started, log)

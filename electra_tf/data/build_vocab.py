@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 from absl import flags
 
 from electra_tf.cli import exit_with_error, parse_flags, run_absl
-from electra_tf.data import fs
+from electra_tf import fileio
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
 from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
 from electra_tf.data.data_errors import DataError
@@ -215,7 +215,7 @@ def _write_text(output: str, text: str, flag: str) -> None:
     """`text` to `output` through a temporary name; DataError naming `flag` if the write fails."""
     if "://" not in output:
         errors: tuple = (OSError,)
-        write = lambda: fs.write_text_atomic(output, text)  # noqa: E731  (removes its temp file)
+        write = lambda: fileio.write_text_atomic(output, text)  # noqa: E731  (removes its temp file)
     else:
         # Lazy: TensorFlow (seconds to import) only for remote (gs://) outputs.
         import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -1,6 +1,6 @@
 """Finding corpus files and streaming their lines with bounded memory.
 
-Everything goes through `tf.io.gfile` so that gs:// (and other TF file systems)
+Remote paths go through `tf.io.gfile` (fileio.py) so that gs:// (and other TF file systems)
 work like local paths. TensorFlow is imported lazily: bad paths are reported
 before paying the ~3 s TF import.
 
@@ -20,7 +20,10 @@ import os
 import zlib
 from typing import Dict, Iterator, List, Optional, Sequence
 
+from electra_tf import fileio
 from electra_tf.data.data_errors import DataError
+from electra_tf.fileio import open_binary
+from electra_tf.paths import is_remote
 
 _GLOB_CHARS = set("*?[")
 # Bytes checked for NUL at the start of each file (git uses the same heuristic).
@@ -31,17 +34,6 @@ BINARY_SNIFF_BYTES = 8192
 # counted instead.
 MAX_INVALID_UTF8_SHARE = 0.01
 READ_CHUNK_BYTES = 1 << 22
-
-
-def _gfile():
-    # Lazy: TensorFlow takes seconds to import; only remote (gs://) paths need tf.io.gfile.
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.io.gfile
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
 
 
 # --- counting decoder -------------------------------------------------------
@@ -104,8 +96,8 @@ def expand_corpus(patterns: Sequence[str]) -> List[str]:
 
 
 def _expand_one(pattern: str) -> List[str]:
-    if _is_remote(pattern):
-        gfile = _gfile()
+    if is_remote(pattern):
+        gfile = fileio.gfile()
         if any(c in pattern for c in _GLOB_CHARS):
             return sorted(p for p in gfile.glob(pattern) if not gfile.isdir(p))
         if gfile.isdir(pattern):
@@ -126,12 +118,6 @@ def _expand_one(pattern: str) -> List[str]:
     return [pattern] if os.path.isfile(pattern) else []
 
 
-def file_size(path: str) -> int:
-    if _is_remote(path):
-        return int(_gfile().stat(path).length)
-    return os.path.getsize(path)
-
-
 def is_gzip(path: str) -> bool:
     """gzip'd text is recognised by its name, as TensorFlow's readers do."""
     return path.endswith(".gz")
@@ -139,12 +125,6 @@ def is_gzip(path: str) -> bool:
 
 # What a damaged or mis-named .gz file raises while it is read.
 GZIP_ERRORS = (OSError, EOFError, zlib.error)
-
-
-def open_binary(path: str):
-    if _is_remote(path):
-        return _gfile().GFile(path, "rb")
-    return open(path, "rb")  # pylint: disable=consider-using-with
 
 
 def _bad_gzip(path: str, error: BaseException) -> DataError:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import posixpath
 from typing import Any, Dict, List, Optional
 
 from electra_tf.data.data_errors import DataError
+from electra_tf.fileio import join, read_json
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "electra_tf.pretraining_data/1"
@@ -24,13 +23,6 @@ FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 def shard_name(index: int, num_shards: int) -> str:
     return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"
-
-
-def join(directory: str, name: str) -> str:
-    """os.path.join that also works for gs:// style paths."""
-    if "://" in directory:
-        return posixpath.join(directory, name)
-    return os.path.join(directory, name)
 
 
 def fingerprint(settings: Dict[str, Any]) -> str:
@@ -51,43 +43,17 @@ def describe_difference(old: Dict[str, Any], new: Dict[str, Any]) -> str:
     return ", ".join(parts) or "unknown difference"
 
 
-def _gfile():
-    # Lazy: TensorFlow takes seconds to import; local reads come before it (bad input fails fast).
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.io.gfile
-
-
-def write_json_atomic(path: str, value: Any) -> None:
-    """Writes JSON to a temp name and renames it over `path`."""
-    gfile = _gfile()
-    tmp = path + ".tmp"
-    with gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    gfile.rename(tmp, path, overwrite=True)
-
-
-def read_json(path: str) -> Optional[Dict[str, Any]]:
-    """The JSON object at `path`, or None when the file does not exist.
+def read_json_object(path: str) -> Optional[Dict[str, Any]]:
+    """The JSON object at `path` (a manifest, a plan, shard stats), or None when the file does not exist.
 
     Raises:
       DataError: the file exists but is not a JSON object.
     """
     try:
-        if "://" in path:  # remote: needs TF's file systems
-            gfile = _gfile()
-            if not gfile.exists(path):
-                return None
-            with gfile.GFile(path, "r") as f:
-                value = json.loads(f.read())
-        else:  # local: plain Python, so bad-input errors come before the TF import
-            if not os.path.exists(path):
-                return None
-            with open(path, encoding="utf-8") as f:
-                value = json.loads(f.read())
+        value = read_json(path, missing_ok=True)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{path} is not valid JSON ({e}); delete it and rebuild the data") from None
-    if not isinstance(value, dict):
+    if value is not None and not isinstance(value, dict):
         raise DataError(f"{path} does not hold a JSON object; delete it and rebuild the data")
     return value
 
@@ -99,7 +65,7 @@ def load_manifest(directory: str) -> Optional[Dict[str, Any]]:
       DataError: it is unreadable or of an unknown format.
     """
     path = join(directory, MANIFEST_NAME)
-    manifest = read_json(path)
+    manifest = read_json_object(path)
     if manifest is not None and manifest.get("format") != MANIFEST_FORMAT:
         raise DataError(
             f"{path} has format {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}; "

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence, Tuple
 
-from electra_tf.data.corpus import decode_counting, is_gzip, open_binary
+from electra_tf.data.corpus import decode_counting, is_gzip
+from electra_tf.fileio import open_binary
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.gzip_index import index_gzip
 

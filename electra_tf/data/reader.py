@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from electra_tf import fileio
 from electra_tf.data import manifest as mf
 from electra_tf.data.data_errors import DataError
 
@@ -91,14 +92,14 @@ def resolve_shards(data: Union[str, Sequence[str]]) -> Tuple[List[str], Dict[str
 
 def _unlisted_shards(directory: str) -> List[str]:
     """The shard files of a directory without manifest.json (written by another builder)."""
-    work = mf.join(directory, mf.WORK_DIR)
+    work = fileio.join(directory, mf.WORK_DIR)
     if tf.io.gfile.isdir(work):
         # Our builder keeps its plan in WORK_DIR until it writes manifest.json, then removes it.
         raise DataError(f"{directory} has no {mf.MANIFEST_NAME} and holds {mf.WORK_DIR}/: its build did not "
                         f"finish; re-run python -m electra_tf.data.build_pretraining_data with the same flags "
                         f"to finish it")
     for pattern in FOREIGN_SHARD_GLOBS:
-        found = sorted(p for p in tf.io.gfile.glob(mf.join(directory, pattern)) if not tf.io.gfile.isdir(p))
+        found = sorted(p for p in tf.io.gfile.glob(fileio.join(directory, pattern)) if not tf.io.gfile.isdir(p))
         if found:
             return found
     raise DataError(f"{directory} has no {mf.MANIFEST_NAME} and no TFRecord shards ({mf.SHARD_GLOB} or "
@@ -173,7 +174,7 @@ def check_manifest(manifest: Dict[str, Any], directory: str, config) -> None:
     Raises:
       DataError: sequence length differs, or token ids may exceed the vocab.
     """
-    where = mf.join(directory, mf.MANIFEST_NAME)
+    where = fileio.join(directory, mf.MANIFEST_NAME)
     if manifest["max_seq_length"] != config.max_seq_length:
         raise DataError(
             f"shards in {directory} have max_seq_length={manifest['max_seq_length']} ({where}) but the "
@@ -192,7 +193,7 @@ def _check_sizes(files: Sequence[str], manifests: Dict[str, Dict[str, Any]]) -> 
     expected = {}
     for directory, manifest in manifests.items():
         for shard in manifest["shards"]:
-            expected[mf.join(directory, shard["file"])] = shard["size"]
+            expected[fileio.join(directory, shard["file"])] = shard["size"]
     for path in files:
         if path in expected:
             try:
@@ -219,7 +220,7 @@ def find_corrupt_shards(data: Union[str, Sequence[str]]) -> List[Tuple[str, str]
       [(shard path, reason)] in shard order; empty when every shard is intact.
     """
     files, manifests = resolve_shards(data)
-    expected = {mf.join(d, s["file"]): s for d, m in manifests.items() for s in m["shards"]}
+    expected = {fileio.join(d, s["file"]): s for d, m in manifests.items() for s in m["shards"]}
     bad = []
     for path in files:
         if not tf.io.gfile.exists(path):
@@ -301,7 +302,7 @@ def pretraining_dataset(
             raise DataError(f"every shard of {data} is excluded (corrupt); rebuild them with "
                             f"python -m electra_tf.data.build_pretraining_data")
     _check_sizes(files, manifests)
-    known = {mf.join(d, s["file"]): s["examples"] for d, m in manifests.items() for s in m["shards"]}
+    known = {fileio.join(d, s["file"]): s["examples"] for d, m in manifests.items() for s in m["shards"]}
     check_unlisted_shards([f for f in files if f not in known], config)
     seq_len = config.max_seq_length
     batch_size = int(batch_size or config.train_batch_size)

@@ -18,8 +18,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from electra_tf.data.corpus import ReadStats, decode_counting, iter_lines
 from electra_tf.data.examples import ExampleBuilder, pad_example
-from electra_tf.data.manifest import WORK_DIR, join, shard_name, write_json_atomic
+from electra_tf.data.manifest import WORK_DIR, shard_name
 from electra_tf.data.tokenizer import WordPieceTokenizer
+from electra_tf.fileio import join, write_json_atomic
 
 LINES_PER_BATCH = 2048
 _DOC_END = None  # marker in the line stream: end of a file range / tfds record
@@ -306,6 +307,6 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
         invalid_bytes=read_stats.invalid_bytes, long_lines_cut=read_stats.long_lines_cut,
         seconds=round(time.time() - started, 3), **counts,
     )
-    write_json_atomic(join(join(task.output_dir, WORK_DIR), f"shard-{task.index:05d}.json"), stats)
+    write_json_atomic(join(join(task.output_dir, WORK_DIR), f"shard-{task.index:05d}.json"), stats, sort_keys=True)
     tf.io.gfile.rename(tmp_path, final_path, overwrite=True)
     return stats

@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from electra_tf.data.corpus import open_binary
+from electra_tf.fileio import open_binary
 from electra_tf.data.normalization import LEGACY_MAX_BYTES_PER_WORD, TextNormalization
 from electra_tf.data.vocab import SPECIAL_TOKENS, VocabError, load_vocab, special_token_ids
 

@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import keras
 
 from electra_tf.config import ElectraConfig
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import write_json_atomic
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.normalization import VOCAB_RECORD_SUFFIX, TextNormalization, find_vocab_record
 from electra_tf.finetune import size_defaults

@@ -52,7 +52,7 @@ import shutil
 from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.config import ElectraConfig
-from electra_tf.data.fs import write_text_atomic
+from electra_tf.fileio import write_text_atomic
 from electra_tf.models.builders import build_encoder
 from electra_tf.models.heads import DiscriminatorHead
 from electra_tf.errors import ElectraError, error_line

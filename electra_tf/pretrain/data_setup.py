@@ -17,12 +17,12 @@ from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data import manifest as mf
 from electra_tf.data.build_vocab import build_vocab
 from electra_tf.data.normalization import TextNormalization, from_record
-from electra_tf.data.fs import write_text_atomic
+from electra_tf.fileio import read_json, write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
 from electra_tf.training.distribution import BatchSplit, StrategyError, split_batch
 from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, SAMPLE_CORPUS,
-                                         PretrainOptions, RunPlan, fail, read_json)
+                                         PretrainOptions, RunPlan, fail)
 
 
 def _split_sample_corpus(work_dir: str):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from typing import Callable, List, Optional
 
 import tensorflow as tf
 
+from electra_tf import fileio
 from electra_tf.config import ElectraConfig
 from electra_tf.data import manifest as mf
 from electra_tf.data.data_errors import DataError
@@ -128,11 +128,6 @@ def fail(message: str):
     raise PretrainError(message)
 
 
-def read_json(path: str):
-    with tf.io.gfile.GFile(path, "r") as f:
-        return json.loads(f.read())
-
-
 def _positive(name: str, value, allow_none=True):
     if value is None and allow_none:
         return
@@ -163,7 +158,7 @@ def _manifest_of(data_dir: str, flag: str):
         fail(f"--{flag} {data_dir!r} is not a directory; pass the --output_dir of "
              f"python -m electra_tf.data.build_pretraining_data")
     manifest = mf.load_manifest(data_dir)
-    if manifest is None and tf.io.gfile.isdir(mf.join(data_dir, mf.WORK_DIR)):
+    if manifest is None and tf.io.gfile.isdir(fileio.join(data_dir, mf.WORK_DIR)):
         # The builder keeps its plan in WORK_DIR until it writes manifest.json.
         fail(f"--{flag} {data_dir!r} has no manifest.json (an unfinished build); re-run "
              f"python -m electra_tf.data.build_pretraining_data with the same flags to finish it")
@@ -188,8 +183,8 @@ def _run_vocab_size(model_dir: str) -> Optional[int]:
     try:
         if not tf.io.gfile.exists(path):
             return None
-        return ((read_json(path).get("settings") or {}).get("config") or {}).get("vocab_size")
-    except (ValueError, AttributeError, tf.errors.OpError):
+        return ((fileio.read_json(path).get("settings") or {}).get("config") or {}).get("vocab_size")
+    except (ValueError, AttributeError, OSError, tf.errors.OpError):
         return None  # an unreadable run.json is reported where it is read
 
 

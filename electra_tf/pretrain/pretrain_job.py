@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import read_json, write_json_atomic
 from electra_tf.data.manifest import MANIFEST_NAME
 from electra_tf.data.normalization import from_record
 from electra_tf.data.vocab import special_token_ids
@@ -35,7 +35,7 @@ from electra_tf.pretrain.init_from import load_initial_weights
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer
 from electra_tf.models.saving import save_pretrained
 from electra_tf.pretrain.options import (CHECKPOINT_DIR, RESUME_KEYS, RUN_FILE, TENSORBOARD_DIR, TIME_BUDGET_FILE,
-                                         PretrainError, PretrainOptions, RunPlan, fail, read_json,
+                                         PretrainError, PretrainOptions, RunPlan, fail,
                                          validate_options)
 from electra_tf.pretrain.snapshots import ModelSnapshots
 from electra_tf.pretrain.pretrainer import ElectraPretrainer

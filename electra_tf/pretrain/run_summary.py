@@ -11,7 +11,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import write_json_atomic
 from electra_tf.errors import error_line
 from electra_tf.models.saving import save_pretrained
 from electra_tf.paths import is_remote

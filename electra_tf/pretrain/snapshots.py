@@ -28,7 +28,7 @@ import h5py
 import keras
 import numpy as np
 
-from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.fileio import write_json_atomic, write_text_atomic
 
 LATEST_FILE = "latest"
 SNAPSHOT_FILE = "snapshot.json"

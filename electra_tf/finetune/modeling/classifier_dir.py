@@ -23,7 +23,7 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-from electra_tf.data.fs import write_json_atomic, write_text_atomic
+from electra_tf.fileio import write_json_atomic, write_text_atomic
 from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.keras_compat import save_weights_only
 

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
-from electra_tf.data.fs import write_text_atomic
+from electra_tf.fileio import write_text_atomic
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.tasks.task_metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,

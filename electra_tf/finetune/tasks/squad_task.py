@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 import keras
 
-from electra_tf.data.fs import write_json_atomic
+from electra_tf.fileio import write_json_atomic
 from electra_tf.finetune.readers import squad_data
 from electra_tf.finetune.tasks import squad_eval
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
