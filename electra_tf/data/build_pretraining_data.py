@@ -20,7 +20,9 @@ Re-running the same command after an interruption builds only missing shards.
 Same seed + inputs + --num_shards give byte-identical shards for any
 --num_processes.
 
-This module is the command line and the pipeline (check, plan, build, finish).
+This module is the command line and the pipeline: ShardBuild, whose methods
+are its steps (check, plan, build, finish), over ShardBuildOptions, the
+arguments checked once.
 The shard plan is planning.py's, one shard's work shard_writer.py's, the
 output directory's states (resume, repair, manifest) build_output.py's and
 the progress line build_progress.py's.
@@ -31,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -49,7 +50,7 @@ from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
 from electra_tf.data.normalization import DEFAULT_MODE, MODES, TextNormalization, find_vocab_record
 from electra_tf.data.tokenizer import build_tokenizer_models, check_vocab, file_sha256
-from electra_tf.data.vocab import VocabError, load_vocab, special_token_ids
+from electra_tf.data.vocab import SpecialTokenIds, VocabError, load_vocab, special_token_ids
 
 
 # The longest example a model can embed: the position table of the default config,
@@ -144,126 +145,246 @@ def build_pretraining_data(
       DataError, VocabError: bad input; nothing half-written is left behind.
     """
     started = time.time()
-    if num_shards < 1:
-        raise DataError(f"--num_shards={num_shards} must be >= 1")
-    if num_processes < 1:
-        raise DataError(f"--num_processes={num_processes} must be >= 1")
-    if max_seq_length < 5:
-        raise DataError(f"--max_seq_length={max_seq_length} is too short; use at least 5")
-    if max_seq_length > MAX_SEQ_LENGTH:
-        raise DataError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {MAX_SEQ_LENGTH}, "
-                        f"the most positions of any shipped model config (configs/*.json); lower it")
-    if (tfds_name is None) == (not corpus):
-        raise DataError("pass exactly one source: --corpus files, or --tfds_name")
-    max_line_bytes = max_line_bytes or default_max_line_bytes(max_seq_length)
+    options = ShardBuildOptions(
+        output_dir=output_dir, vocab_file=vocab_file, corpus=corpus, max_seq_length=max_seq_length,
+        num_shards=num_shards, num_processes=num_processes, lower_case=lower_case,
+        strip_accents=strip_accents, mode=mode, blanks_separate_docs=blanks_separate_docs, seed=seed,
+        max_line_bytes=max_line_bytes, truncate_long_lines=truncate_long_lines, tfds_name=tfds_name,
+        tfds_split=tfds_split, tfds_text_key=tfds_text_key, tfds_data_dir=tfds_data_dir,
+        overwrite=overwrite, progress=progress, doc_search_bytes=_doc_search_bytes)
+    return ShardBuild(options, log, started).run()
 
-    # --- cheap checks first (no TensorFlow import yet) ---------------------------
-    vocab = load_vocab(vocab_file)
-    check_vocab(vocab, vocab_file)
-    special = special_token_ids(vocab)
-    normalization = _normalization(vocab_file, lower_case, strip_accents, mode)
-    lower_case, strip = normalization.lower_case, normalization.strip_accents
-    files: List[str] = []
-    sizes: List[int] = []
-    if tfds_name is None:
-        files, sizes = _corpus_files(corpus)
 
-    created = not fileio.exists(output_dir)
-    prepare_output_dir(output_dir)
+@dataclasses.dataclass
+class ShardBuildOptions:
+    """build_pretraining_data's arguments (documented there), checked once, when made.
 
-    def abandon(error: DataError) -> DataError:
+    max_line_bytes is filled in with its default; doc_search_bytes (None: the
+    planner's own) is how far plan_files looks for a document end, a test hook.
+    """
+
+    output_dir: str
+    vocab_file: str
+    corpus: Optional[Sequence[str]]
+    max_seq_length: int
+    num_shards: int
+    num_processes: int
+    lower_case: Optional[bool]
+    strip_accents: Optional[bool]
+    mode: Optional[str]
+    blanks_separate_docs: bool
+    seed: int
+    max_line_bytes: Optional[int]
+    truncate_long_lines: bool
+    tfds_name: Optional[str]
+    tfds_split: str
+    tfds_text_key: str
+    tfds_data_dir: Optional[str]
+    overwrite: bool
+    progress: bool
+    doc_search_bytes: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        """Raises DataError for a count, a length or a source the build cannot take."""
+        for name in ("num_shards", "num_processes"):
+            if getattr(self, name) < 1:
+                raise DataError(f"--{name}={getattr(self, name)} must be >= 1")
+        if self.max_seq_length < 5:
+            raise DataError(f"--max_seq_length={self.max_seq_length} is too short; use at least 5")
+        if self.max_seq_length > MAX_SEQ_LENGTH:
+            raise DataError(f"--max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
+                            f"{MAX_SEQ_LENGTH}, the most positions of any shipped model config "
+                            f"(configs/*.json); lower it")
+        if (self.tfds_name is None) == (not self.corpus):
+            raise DataError("pass exactly one source: --corpus files, or --tfds_name")
+        self.max_line_bytes = self.max_line_bytes or default_max_line_bytes(self.max_seq_length)
+
+
+class ShardBuild:
+    """One run of build_pretraining_data; run() calls its steps in order.
+
+    The steps: check the inputs (before TensorFlow is imported), prepare the
+    output directory, settle the settings (what must match to resume), plan one
+    ShardTask a shard, find the shards still to build, build them, finish (the
+    manifest) or check a repair. Each step keeps what later ones need on self.
+    """
+
+    def __init__(self, options: ShardBuildOptions, log: Callable[[str], None], started: float):
+        self.options = options
+        self.log = log
+        self.started = started  # time.time() when the build was asked for (its build_seconds)
+        self.work_dir = fileio.join(options.output_dir, mf.WORK_DIR)
+        # What the steps find, for the later ones: the vocabulary and its special ids, the
+        # normalisation and the corpus files (check_inputs), whether this run made the output
+        # directory (prepare_output), a tfds source's split of each shard (settings).
+        self.vocab: List[str] = []
+        self.special: Optional[SpecialTokenIds] = None
+        self.normalization: Optional[TextNormalization] = None
+        self.files: List[str] = []
+        self.sizes: List[int] = []
+        self.created = False
+        self.tfds_splits: List[Any] = []
+
+    def run(self) -> Dict[str, Any]:
+        """Builds, resumes or repairs the shards; returns the manifest dict."""
+        o = self.options
+        self.check_inputs()
+        self.prepare_output()
+        settings = self.settings()
+        build_id = mf.fingerprint(settings)
+        existing, repair = resume_or_refuse(o.output_dir, settings, o.overwrite, self.log)
+        if existing is not None and not repair:
+            return existing  # already complete (logged)
+        tasks, forced_splits = self.plan_tasks()
+        fileio.makedirs(self.work_dir)
+        if repair is None:
+            fileio.write_json_atomic(fileio.join(self.work_dir, "plan.json"),
+                                     {"build_id": build_id, "settings": settings}, sort_keys=True)
+        remove_temp_files(o.output_dir)
+        todo, done = self.shards_to_build(tasks, repair)
+        self.build(todo, done)
+        if repair is not None:
+            fileio.rmtree(self.work_dir)
+            return check_repair(existing, done, o.output_dir, self.log)
+        return finish_build(o.output_dir, settings, build_id, done, [t.index for t in todo], o.vocab_file,
+                            self.special, forced_splits, self.started, self.log)
+
+    def check_inputs(self) -> None:
+        """The cheap checks (no TensorFlow import yet): the vocabulary, the normalisation, the corpus files."""
+        o = self.options
+        self.vocab = load_vocab(o.vocab_file)
+        check_vocab(self.vocab, o.vocab_file)
+        self.special = special_token_ids(self.vocab)
+        self.normalization = _normalization(o.vocab_file, o.lower_case, o.strip_accents, o.mode)
+        if o.tfds_name is None:
+            self.files, self.sizes = _corpus_files(o.corpus)
+
+    def prepare_output(self) -> None:
+        """Creates the output directory (noting whether this run made it) and proves it writable."""
+        self.created = not fileio.exists(self.options.output_dir)
+        prepare_output_dir(self.options.output_dir)
+
+    def _abandon(self, error: DataError) -> DataError:
+        """`error`, after removing the output directory if this run made it."""
         # A source refused while planning (a damaged .gz file, a missing tfds split):
         # a directory made by this run holds nothing yet and goes too.
-        if created:
-            fileio.rmtree(output_dir)
+        if self.created:
+            fileio.rmtree(self.options.output_dir)
         return error
 
-    vocab_sha = file_sha256(vocab_file)
-    tfds_spec = None
-    if tfds_name is not None:
+    def settings(self) -> Dict[str, Any]:
+        """What must match to resume a build (manifest.json's `settings`; its fingerprint is the build_id).
+
+        A tfds source is planned here: its identity is part of the settings.
+        """
+        o, normalization = self.options, self.normalization
+        vocab_sha = file_sha256(o.vocab_file)
+        if o.tfds_name is not None:
+            try:
+                self.tfds_splits, _, identity = plan_tfds(
+                    o.tfds_name, o.tfds_split, o.tfds_text_key, o.tfds_data_dir, o.num_shards)
+            except DataError as e:
+                raise self._abandon(e) from None
+            source: Dict[str, Any] = {"tfds": identity}
+        else:
+            source = {"files": [[p, s] for p, s in zip(self.files, self.sizes)]}
+        settings = {
+            "max_seq_length": o.max_seq_length, "vocab_size": len(self.vocab), "vocab_sha256": vocab_sha,
+            "do_lower_case": bool(normalization.lower_case), "strip_accents": normalization.strip_accents,
+            "blanks_separate_docs": bool(o.blanks_separate_docs), "seed": int(o.seed),
+            "num_shards": o.num_shards, "max_line_bytes": o.max_line_bytes, "source": source,
+        }
+        if normalization.is_bert:
+            # Builds of the nfkc_casefold mode keep the settings (the identity) they had before this field.
+            settings["text_normalization"] = normalization.to_json()
+        if not o.truncate_long_lines:
+            # Recorded only for the carry rule: a build made before it truncated, and keeps
+            # its identity under --truncate_long_lines (never mistaken for a carried build).
+            settings["carry_long_lines"] = True
+        if any(is_gzip(p) for p in self.files) and o.num_shards > 1:
+            # Builds that gave each .gz file whole to one shard have another plan: never mixed.
+            settings["gzip_cut_at_documents"] = True
+        return settings
+
+    def plan_tasks(self) -> Tuple[List[ShardTask], int]:
+        """One ShardTask a shard, and how many shard cuts fell inside a document."""
+        o, normalization = self.options, self.normalization
+        common = dict(num_shards=o.num_shards, output_dir=o.output_dir, vocab_file=o.vocab_file,
+                      lower_case=bool(normalization.lower_case), strip_accents=normalization.strip_accents,
+                      normalization=normalization, max_seq_length=o.max_seq_length,
+                      seed=int(o.seed), blanks_separate_docs=bool(o.blanks_separate_docs),
+                      max_line_bytes=o.max_line_bytes, carry=not o.truncate_long_lines)
+        if o.tfds_name is not None:
+            tfds_spec = {"name": o.tfds_name, "text_key": o.tfds_text_key, "data_dir": o.tfds_data_dir}
+            return [ShardTask(index=i, tfds=None if split is None else dict(tfds_spec, split=split), **common)
+                    for i, split in enumerate(self.tfds_splits)], 0
+        kwargs = {} if o.doc_search_bytes is None else {"search_bytes": o.doc_search_bytes}
         try:
-            tfds_splits, _, identity = plan_tfds(
-                tfds_name, tfds_split, tfds_text_key, tfds_data_dir, num_shards)
+            plan = plan_files(self.files, self.sizes, o.num_shards, o.blanks_separate_docs, **kwargs)
         except DataError as e:
-            raise abandon(e) from None
-        source = {"tfds": identity}
-        tfds_spec = {"name": tfds_name, "text_key": tfds_text_key,
-                     "data_dir": tfds_data_dir}
-    else:
-        source = {"files": [[p, s] for p, s in zip(files, sizes)]}
-    settings = {
-        "max_seq_length": max_seq_length, "vocab_size": len(vocab), "vocab_sha256": vocab_sha,
-        "do_lower_case": bool(lower_case), "strip_accents": strip,
-        "blanks_separate_docs": bool(blanks_separate_docs), "seed": int(seed),
-        "num_shards": num_shards, "max_line_bytes": max_line_bytes, "source": source,
-    }
-    if normalization.is_bert:
-        # Builds of the nfkc_casefold mode keep the settings (the identity) they had before this field.
-        settings["text_normalization"] = normalization.to_json()
-    if not truncate_long_lines:
-        # Recorded only for the carry rule: a build made before it truncated, and keeps
-        # its identity under --truncate_long_lines (never mistaken for a carried build).
-        settings["carry_long_lines"] = True
-    if any(is_gzip(p) for p in files) and num_shards > 1:
-        # Builds that gave each .gz file whole to one shard have another plan: never mixed.
-        settings["gzip_cut_at_documents"] = True
-    build_id = mf.fingerprint(settings)
+            raise self._abandon(e) from None
+        return [ShardTask(index=i, segments=[(s.path, s.start, s.end) for s in segs], **common)
+                for i, segs in enumerate(plan.shards)], plan.forced_splits
 
-    # --- resume / refuse a foreign build ------------------------------------------
-    existing, repair = resume_or_refuse(output_dir, settings, overwrite, log)
-    if existing is not None and not repair:
-        return existing  # already complete (logged)
-    work_dir = fileio.join(output_dir, mf.WORK_DIR)
+    def shards_to_build(self, tasks: List[ShardTask], repair: Optional[Dict[int, str]]
+                        ) -> Tuple[List[ShardTask], Dict[int, Dict[str, Any]]]:
+        """The tasks this run builds, and {index: stats} of the shards an earlier run finished.
 
-    # --- plan ------------------------------------------------------------------------
-    forced_splits = 0
-    tasks: List[ShardTask] = []
-    common = dict(num_shards=num_shards, output_dir=output_dir, vocab_file=vocab_file,
-                  lower_case=bool(lower_case), strip_accents=strip, normalization=normalization,
-                  max_seq_length=max_seq_length,
-                  seed=int(seed), blanks_separate_docs=bool(blanks_separate_docs),
-                  max_line_bytes=max_line_bytes, carry=not truncate_long_lines)
-    if tfds_spec is not None:
-        for i, split in enumerate(tfds_splits):
-            spec = None if split is None else dict(tfds_spec, split=split)
-            tasks.append(ShardTask(index=i, tfds=spec, **common))
-    else:
-        kwargs = {} if _doc_search_bytes is None else {"search_bytes": _doc_search_bytes}
-        try:
-            plan = plan_files(files, sizes, num_shards, blanks_separate_docs, **kwargs)
-        except DataError as e:
-            raise abandon(e) from None
-        forced_splits = plan.forced_splits
-        for i, segs in enumerate(plan.shards):
-            tasks.append(ShardTask(index=i, segments=[(s.path, s.start, s.end) for s in segs],
-                                   **common))
-    fileio.makedirs(work_dir)
-    if repair is None:
-        fileio.write_json_atomic(fileio.join(work_dir, "plan.json"), {"build_id": build_id, "settings": settings},
-                                 sort_keys=True)
-    remove_temp_files(output_dir)
-
-    done: Dict[int, Dict[str, Any]] = {}
-    if repair is not None:
-        todo = [t for t in tasks if t.index in repair]
-    else:
+        A repair rebuilds the damaged shards; otherwise a shard whose final file and
+        stats are both there is done.
+        """
+        o = self.options
+        done: Dict[int, Dict[str, Any]] = {}
+        if repair is not None:
+            return [t for t in tasks if t.index in repair], done
         for task in tasks:
-            final = fileio.join(output_dir, mf.shard_name(task.index, num_shards))
-            stats = mf.read_json_object(fileio.join(work_dir, f"shard-{task.index:05d}.json"))
+            final = fileio.join(o.output_dir, mf.shard_name(task.index, o.num_shards))
+            stats = mf.read_json_object(fileio.join(self.work_dir, f"shard-{task.index:05d}.json"))
             if fileio.exists(final) and stats is not None:
                 done[task.index] = stats
         todo = [t for t in tasks if t.index not in done]
         if done:
-            log(f"resuming: {len(done)} of {num_shards} shards already complete, building {len(todo)}")
+            self.log(f"resuming: {len(done)} of {o.num_shards} shards already complete, building {len(todo)}")
+        return todo, done
 
-    # --- build -----------------------------------------------------------------------
-    _build(todo, done, output_dir, num_processes, progress,
-           lambda: build_tokenizer_models(vocab, normalization=normalization))
-    if repair is not None:
-        fileio.rmtree(work_dir)
-        return check_repair(existing, done, output_dir, log)
-    return finish_build(output_dir, settings, build_id, done, [t.index for t in todo], vocab_file,
-                        special, forced_splits, started, log)
+    def build(self, todo: List[ShardTask], done: Dict[int, Dict[str, Any]]) -> None:
+        """Builds the `todo` shards, adding their stats to `done`; removes temp files on failure."""
+        todo_bytes = sum(e - s for t in todo for _, s, e in t.segments)  # 0 for tfds (no segments)
+        ctx = multiprocessing.get_context("spawn")
+        processes = min(self.options.num_processes, max(1, len(todo)))
+        meter = Progress(ctx, todo_bytes, len(todo), enabled=self.options.progress)
+        try:
+            with meter:
+                if processes == 1:
+                    init_worker(meter.counters, single_thread=False)
+                    for stats in build_shards(todo, build=build_shard):
+                        done[stats["index"]] = stats
+                else:
+                    self._build_in_pool(ctx, processes, meter, todo, done)
+        except BaseException:
+            remove_temp_files(self.options.output_dir)
+            raise
+        finally:
+            init_worker({}, single_thread=False)
+
+    def _build_in_pool(self, ctx, processes: int, meter: Progress, todo: List[ShardTask],
+                       done: Dict[int, Dict[str, Any]]) -> None:
+        """build() with `processes` processes, this one included."""
+        # All processes, this one included, claim shards from one shared counter, so
+        # none waits for work while another has some queued. The pool starts first:
+        # its workers import TensorFlow while this process does the same and builds
+        # the tokenizer's tables once for all of them (seconds each otherwise).
+        with ctx.Pool(processes - 1, initializer=init_worker, initargs=(meter.counters, True)) as pool:
+            init_worker(meter.counters, single_thread=True)
+            models = build_tokenizer_models(self.vocab, normalization=self.normalization)
+            todo = [dataclasses.replace(t, tokenizer_models=models) for t in todo]
+            workers = [pool.apply_async(build_shards, (todo,)) for _ in range(processes - 1)]
+            for stats in build_shards(todo, build=build_shard, stop=lambda: any(
+                    w.ready() and not w.successful() for w in workers)):
+                done[stats["index"]] = stats
+            for worker in workers:
+                for stats in worker.get():  # re-raises a worker's error here
+                    done[stats["index"]] = stats
 
 
 def _normalization(vocab_file: str, lower_case: Optional[bool], strip_accents: Optional[bool],
@@ -289,46 +410,6 @@ def _normalization(vocab_file: str, lower_case: Optional[bool], strip_accents: O
                         f"{where}) but the flags ask for ({wanted.describe()}); drop "
                         f"those flags (or pass {recorded.flags()}), or rebuild the vocabulary with them")
     return wanted
-
-
-def _build(todo: List[ShardTask], done: Dict[int, Dict[str, Any]], output_dir: str, num_processes: int,
-           progress: bool, tokenizer_models: Callable[[], tuple]) -> None:
-    """Builds the `todo` shards, adding their stats to `done`; removes temp files on failure.
-
-    tokenizer_models() builds the tokenizer's tables, once, for the worker processes.
-    """
-    todo_bytes = sum(e - s for t in todo for _, s, e in t.segments)  # 0 for tfds (no segments)
-    ctx = multiprocessing.get_context("spawn")
-    processes = min(num_processes, max(1, len(todo)))
-    meter = Progress(ctx, todo_bytes, len(todo), enabled=progress)
-    try:
-        with meter:
-            if processes == 1:
-                init_worker(meter.counters, single_thread=False)
-                for stats in build_shards(todo, build=build_shard):
-                    done[stats["index"]] = stats
-            else:
-                # All processes, this one included, claim shards from one shared counter, so
-                # none waits for work while another has some queued. The pool starts first:
-                # its workers import TensorFlow while this process does the same and builds
-                # the tokenizer's tables once for all of them (seconds each otherwise).
-                with ctx.Pool(processes - 1, initializer=init_worker,
-                              initargs=(meter.counters, True)) as pool:
-                    init_worker(meter.counters, single_thread=True)
-                    models = tokenizer_models()
-                    todo = [dataclasses.replace(t, tokenizer_models=models) for t in todo]
-                    workers = [pool.apply_async(build_shards, (todo,)) for _ in range(processes - 1)]
-                    for stats in build_shards(todo, build=build_shard, stop=lambda: any(
-                            w.ready() and not w.successful() for w in workers)):
-                        done[stats["index"]] = stats
-                    for worker in workers:
-                        for stats in worker.get():  # re-raises a worker's error here
-                            done[stats["index"]] = stats
-    except BaseException:
-        remove_temp_files(output_dir)
-        raise
-    finally:
-        init_worker({}, single_thread=False)
 
 
 # --- command line ---------------------------------------------------------------------
