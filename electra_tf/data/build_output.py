@@ -170,27 +170,42 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
     num_shards = settings["num_shards"]
     work_dir = fileio.join(output_dir, mf.WORK_DIR)
     shards = [done[i] for i in range(num_shards)]
-    num_examples = sum(s["examples"] for s in shards)
-    if num_examples == 0:
-        for i in range(num_shards):
-            path = fileio.join(output_dir, mf.shard_name(i, num_shards))
-            if fileio.exists(path):
-                fileio.remove(path)
-        fileio.rmtree(work_dir)
-        raise DataError(
-            "corpus produced no examples (no line yields a WordPiece token); "
-            "check the corpus encoding and the vocabulary"
-        )
-
-    invalid = _sum_by_source(shards, "invalid_bytes")
-    cut = _sum_by_source(shards, "long_lines_cut")
+    if sum(s["examples"] for s in shards) == 0:
+        _remove_empty_build(output_dir, num_shards)
     elapsed = time.time() - started
     built_tokens = sum(done[i]["corpus_tokens"] for i in built)
+    manifest = _manifest(shards, settings, build_id, vocab_file, special, forced_splits, elapsed)
+    fileio.write_json_atomic(fileio.join(output_dir, mf.MANIFEST_NAME), manifest, sort_keys=True)
+    fileio.rmtree(work_dir)
+    _log_summary(manifest, output_dir, elapsed, built_tokens, log)
+    return manifest
+
+
+def _remove_empty_build(output_dir: str, num_shards: int) -> None:
+    """Removes the shards and WORK_DIR of a build that made no example, and says why.
+
+    Raises:
+      DataError: always.
+    """
+    for i in range(num_shards):
+        path = fileio.join(output_dir, mf.shard_name(i, num_shards))
+        if fileio.exists(path):
+            fileio.remove(path)
+    fileio.rmtree(fileio.join(output_dir, mf.WORK_DIR))
+    raise DataError(
+        "corpus produced no examples (no line yields a WordPiece token); "
+        "check the corpus encoding and the vocabulary"
+    )
+
+
+def _manifest(shards: List[Dict[str, Any]], settings: Dict[str, Any], build_id: str, vocab_file: str,
+              special: SpecialTokenIds, forced_splits: int, elapsed: float) -> Dict[str, Any]:
+    """manifest.json's content, from every shard's stats (in shard order) and the build's settings."""
     max_seq_length = settings["max_seq_length"]
-    manifest = {
+    return {
         "format": mf.MANIFEST_FORMAT,
         "build_id": build_id,
-        "num_examples": num_examples,
+        "num_examples": sum(s["examples"] for s in shards),
         "num_tokens": sum(s["tokens"] for s in shards),
         "num_corpus_tokens": sum(s["corpus_tokens"] for s in shards),
         # Share of the corpus's WordPiece tokens that made it into an example (None when a
@@ -211,33 +226,36 @@ def finish_build(output_dir: str, settings: Dict[str, Any], build_id: str,
         "special_token_ids": {"pad": special.pad, "unk": special.unk, "cls": special.cls,
                               "sep": special.sep, "mask": special.mask},
         "features": {name: {"dtype": "int64", "shape": [max_seq_length]} for name in mf.FEATURES},
-        "num_shards": num_shards,
+        "num_shards": settings["num_shards"],
         "shards": [{k: s[k] for k in ("file", "examples", "tokens", "corpus_tokens", "size", "sha256")}
                    for s in shards],
         "empty_shards": sum(1 for s in shards if s["examples"] == 0),
         "forced_document_splits": forced_splits,
-        "invalid_utf8_bytes_replaced": invalid,
-        "long_lines_cut": cut,
+        "invalid_utf8_bytes_replaced": _sum_by_source(shards, "invalid_bytes"),
+        "long_lines_cut": _sum_by_source(shards, "long_lines_cut"),
         "settings": settings,
         "build_seconds": round(elapsed, 2),
     }
-    fileio.write_json_atomic(fileio.join(output_dir, mf.MANIFEST_NAME), manifest, sort_keys=True)
-    fileio.rmtree(work_dir)
 
+
+def _log_summary(manifest: Dict[str, Any], output_dir: str, elapsed: float, built_tokens: int,
+                 log: Callable[[str], None]) -> None:
+    """Logs what a finished build wrote, then a warning for each thing its corpus lost or its plan cut."""
+    num_shards = manifest["num_shards"]
     written = manifest["fraction_written"]
-    log(f"wrote {num_examples:,} examples ({manifest['num_tokens']:,} tokens"
+    log(f"wrote {manifest['num_examples']:,} examples ({manifest['num_tokens']:,} tokens"
         + ("" if written is None else f", {written:.1%} of the corpus's tokens")
         + f") in {num_shards} shard(s) "
         f"to {output_dir} in {elapsed:.1f}s ({built_tokens / max(elapsed, 1e-6) / 1000:.1f}k corpus tokens/s)")
-    for source_name, n in sorted(invalid.items()):
+    for source_name, n in sorted(manifest["invalid_utf8_bytes_replaced"].items()):
         log(f"warning: {source_name}: {n} invalid UTF-8 byte(s) replaced with U+FFFD "
             f"(convert the file to UTF-8 to keep those characters)")
-    for source_name, n in sorted(cut.items()):
-        log(f"warning: {source_name}: {n} line(s) longer than {settings['max_line_bytes']} bytes cut to that "
-            f"length (split such lines into sentences, or raise --max_line_bytes to keep more of them)")
+    for source_name, n in sorted(manifest["long_lines_cut"].items()):
+        log(f"warning: {source_name}: {n} line(s) longer than {manifest['settings']['max_line_bytes']} bytes "
+            f"cut to that length (split such lines into sentences, or raise --max_line_bytes to keep more of them)")
     if manifest["empty_shards"]:
         log(f"warning: {manifest['empty_shards']} of {num_shards} shards are empty; "
             f"the corpus is small for --num_shards={num_shards}")
-    if forced_splits:
-        log(f"note: {forced_splits} shard boundaries fell inside a document longer than the search window")
-    return manifest
+    if manifest["forced_document_splits"]:
+        log(f"note: {manifest['forced_document_splits']} shard boundaries fell inside a document longer than "
+            f"the search window")
