@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import flags
 
@@ -133,31 +133,9 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
       DataError: bad corpus, vocab_size, min_count or output path.
     """
     started = time.time()
-    if mode not in MODES:
-        raise DataError(f"--normalization={mode!r} is unknown; use one of {', '.join(MODES)}")
-    normalization = TextNormalization.create(lower_case, strip_accents, mode)
-    if learner not in LEARNERS:
-        raise DataError(f"--learner={learner!r} is unknown; use one of {', '.join(LEARNERS)}")
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise DataError(f"--min_count={min_count!r} is invalid; use an integer >= 1")
-    if vocab_size < len(SPECIAL_TOKENS) + 1:
-        raise DataError(f"--vocab_size={vocab_size} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
-    files = expand_corpus(corpus)
-    has_text = False
-    for path in files:
-        has_text = check_text_file(path) or has_text
-    if not has_text:
-        raise DataError(f"corpus is empty: {len(files)} file(s) hold no non-blank line; "
-                        f"pass files with one sentence or paragraph per line")
-    out_dir = os.path.dirname(os.path.abspath(output)) if "://" not in output else None
-    if out_dir is not None and os.path.isdir(output):
-        raise DataError(f"cannot write --output_file {output!r}: it is a directory; pass the path of the file "
-                        f"to write, e.g. {os.path.join(output, 'vocab.txt')!r}")
-    # Not created here: the directory must exist and take a new file (a probe, removed).
-    if out_dir is not None and (not os.path.isdir(out_dir) or output_dir_problem(out_dir)):
-        raise DataError(f"cannot write --output_file {output!r}: {out_dir!r} is not a writable directory; "
-                        f"create it or choose another path")
-
+    normalization = _checked_arguments(vocab_size, lower_case, strip_accents, min_count, learner, mode)
+    files = _corpus_files(corpus)
+    _check_output_file(output)
     stats = ReadStats()
     num_lines = [0]
 
@@ -170,24 +148,7 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         lines: Iterable[str] = sample_corpus_lines(files, sample_lines, seed, stats)
     else:
         lines = iter_corpus_lines(files, stats)  # nothing held but the counts
-    lower_case, strip = normalization.lower_case, normalization.strip_accents
-    if learner == "bert_vocab":
-        vocab = layout_vocab(learn_bert_vocab(list(counted(lines)), vocab_size, min_count, lower_case, strip,
-                                              normalization), vocab_size, list(SPECIAL_TOKENS))
-        steps = f"tensorflow-text learner {time.time() - started:.1f}s"
-    else:
-        raw = count_raw_words(counted(lines))
-        counted_at = time.time()
-        counts = pre_tokenized_counts(raw, normalization=normalization)
-        del raw
-        normalised_at = time.time()
-        vocab = learn_wordpiece(counts, vocab_size, min_count)
-        steps = (f"reading and counting words {counted_at - started:.1f}s, normalising them "
-                 f"({len(counts):,} distinct) {normalised_at - counted_at:.1f}s, WordPiece training "
-                 f"{time.time() - normalised_at:.1f}s")
-    if len(set(vocab)) != len(vocab):
-        raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
-
+    vocab, steps = _learn(counted(lines), vocab_size, min_count, learner, normalization, started)
     _write_lines(output, vocab)
     _write_text(vocab_record_path(output), vocab_record_text(normalization), "--output_file")
     log(f"wrote {output}: {len(vocab)} tokens (asked {vocab_size}) learned from {num_lines[0]:,} lines "
@@ -200,6 +161,80 @@ def build_vocab(corpus: Sequence[str], vocab_size: int, output: str, *, lower_ca
         log(f"warning: {path}: {n} invalid UTF-8 byte(s) replaced with U+FFFD "
             f"(convert the file to UTF-8 to keep those characters)")
     return vocab
+
+
+def _checked_arguments(vocab_size: int, lower_case: bool, strip_accents: Optional[bool], min_count: int,
+                       learner: str, mode: str) -> TextNormalization:
+    """build_vocab's text normalisation, after checking its mode, learner, min_count and vocab_size.
+
+    Raises:
+      DataError: the first of them that is unknown or out of range.
+    """
+    if mode not in MODES:
+        raise DataError(f"--normalization={mode!r} is unknown; use one of {', '.join(MODES)}")
+    normalization = TextNormalization.create(lower_case, strip_accents, mode)
+    if learner not in LEARNERS:
+        raise DataError(f"--learner={learner!r} is unknown; use one of {', '.join(LEARNERS)}")
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise DataError(f"--min_count={min_count!r} is invalid; use an integer >= 1")
+    if vocab_size < len(SPECIAL_TOKENS) + 1:
+        raise DataError(f"--vocab_size={vocab_size} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
+    return normalization
+
+
+def _corpus_files(corpus: Sequence[str]) -> List[str]:
+    """The corpus's files, each checked to be text.
+
+    Raises:
+      DataError: a missing, binary or non-UTF-8 file, or no non-blank line in any.
+    """
+    files = expand_corpus(corpus)
+    has_text = False
+    for path in files:
+        has_text = check_text_file(path) or has_text
+    if not has_text:
+        raise DataError(f"corpus is empty: {len(files)} file(s) hold no non-blank line; "
+                        f"pass files with one sentence or paragraph per line")
+    return files
+
+
+def _check_output_file(output: str) -> None:
+    """Refuses an output path that is a directory or whose directory is missing or read-only."""
+    out_dir = os.path.dirname(os.path.abspath(output)) if "://" not in output else None
+    if out_dir is not None and os.path.isdir(output):
+        raise DataError(f"cannot write --output_file {output!r}: it is a directory; pass the path of the file "
+                        f"to write, e.g. {os.path.join(output, 'vocab.txt')!r}")
+    # Not created here: the directory must exist and take a new file (a probe, removed).
+    if out_dir is not None and (not os.path.isdir(out_dir) or output_dir_problem(out_dir)):
+        raise DataError(f"cannot write --output_file {output!r}: {out_dir!r} is not a writable directory; "
+                        f"create it or choose another path")
+
+
+def _learn(lines: Iterable[str], vocab_size: int, min_count: int, learner: str,
+           normalization: TextNormalization, started: float) -> Tuple[List[str], str]:
+    """The vocabulary `learner` learns from `lines`, and the time its steps took (for the log line).
+
+    Raises:
+      DataError: the learner returned a token twice.
+    """
+    if learner == "bert_vocab":
+        vocab = layout_vocab(learn_bert_vocab(list(lines), vocab_size, min_count, normalization.lower_case,
+                                              normalization.strip_accents, normalization),
+                             vocab_size, list(SPECIAL_TOKENS))
+        steps = f"tensorflow-text learner {time.time() - started:.1f}s"
+    else:
+        raw = count_raw_words(lines)
+        counted_at = time.time()
+        counts = pre_tokenized_counts(raw, normalization=normalization)
+        del raw
+        normalised_at = time.time()
+        vocab = learn_wordpiece(counts, vocab_size, min_count)
+        steps = (f"reading and counting words {counted_at - started:.1f}s, normalising them "
+                 f"({len(counts):,} distinct) {normalised_at - counted_at:.1f}s, WordPiece training "
+                 f"{time.time() - normalised_at:.1f}s")
+    if len(set(vocab)) != len(vocab):
+        raise DataError("the WordPiece learner returned duplicate tokens; report this corpus as a bug")
+    return vocab, steps
 
 
 def _write_lines(output: str, tokens: Sequence[str]) -> None:
