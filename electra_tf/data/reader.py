@@ -293,6 +293,26 @@ def pretraining_dataset(
       DataError: missing/mismatched shards, or (when dropping the remainder)
         fewer examples than one batch.
     """
+    files, known = _readable_shards(data, config, exclude)
+    batch_size = int(batch_size or config.train_batch_size)
+    seed = config.seed if seed is None else seed
+    drop_remainder = bool(training) if drop_remainder is None else bool(drop_remainder)
+    files, seed, batch_size = _pipeline_share(files, seed, batch_size, input_context)
+    if drop_remainder:
+        _check_one_batch(files, known, batch_size)
+    return _batches(files, config.max_seq_length, batch_size, training=training, deterministic=deterministic,
+                    seed=seed, shuffle_buffer=shuffle_buffer, cycle_length=cycle_length,
+                    drop_remainder=drop_remainder)
+
+
+def _readable_shards(data: Union[str, Sequence[str]], config,
+                     exclude: Sequence[str]) -> Tuple[List[str], Dict[str, int]]:
+    """pretraining_dataset's shard files, checked, and {path: examples} of those a manifest lists.
+
+    Raises:
+      DataError: a manifest or an unlisted shard the config cannot read, a shard
+        of the wrong size, or every shard excluded.
+    """
     files, manifests = resolve_shards(data)
     for directory, manifest in manifests.items():
         check_manifest(manifest, directory, config)
@@ -304,11 +324,16 @@ def pretraining_dataset(
     _check_sizes(files, manifests)
     known = {fileio.join(d, s["file"]): s["examples"] for d, m in manifests.items() for s in m["shards"]}
     check_unlisted_shards([f for f in files if f not in known], config)
-    seq_len = config.max_seq_length
-    batch_size = int(batch_size or config.train_batch_size)
-    seed = config.seed if seed is None else seed
-    drop_remainder = bool(training) if drop_remainder is None else bool(drop_remainder)
+    return files, known
 
+
+def _pipeline_share(files: List[str], seed: int, batch_size: int,
+                    input_context: Optional[tf.distribute.InputContext]) -> Tuple[List[str], int, int]:
+    """(files, seed, batch size) of this input pipeline: its own files, shuffle and per-replica batch.
+
+    Raises:
+      DataError: fewer files than input pipelines.
+    """
     if input_context is not None and input_context.num_input_pipelines > 1:
         n, k = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) < n:
@@ -320,8 +345,12 @@ def pretraining_dataset(
         seed = seed + k  # different shuffles per worker
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
+    return files, seed, batch_size
 
-    if drop_remainder and all(f in known for f in files):
+
+def _check_one_batch(files: Sequence[str], known: Dict[str, int], batch_size: int) -> None:
+    """Refuses shards whose manifests count fewer examples than one batch (unlisted shards: not counted)."""
+    if all(f in known for f in files):
         available = sum(known[f] for f in files)
         if available < batch_size:
             raise DataError(
@@ -329,6 +358,10 @@ def pretraining_dataset(
                 f"use a smaller batch size or more text"
             )
 
+
+def _batches(files: List[str], seq_len: int, batch_size: int, *, training: bool, deterministic: bool,
+             seed: int, shuffle_buffer: int, cycle_length: int, drop_remainder: bool) -> tf.data.Dataset:
+    """The tf.data pipeline over checked shard files (the arguments as pretraining_dataset's)."""
     options = tf.data.Options()
     options.deterministic = bool(deterministic)
     ds = tf.data.Dataset.from_tensor_slices(files)
