@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from electra_tf.data.corpus import ReadStats, decode_counting, iter_lines
 from electra_tf.data.examples import ExampleBuilder, pad_example
 from electra_tf.data.manifest import WORK_DIR, shard_name
-from electra_tf.data.tokenizer import WordPieceTokenizer
+from electra_tf.data.tokenizer import WordPieceTokenizer, file_sha256
 from electra_tf.fileio import join, write_json_atomic
 
 LINES_PER_BATCH = 2048
@@ -236,77 +236,85 @@ def build_shard(task: ShardTask) -> Dict[str, Any]:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     started = time.time()
+    name = shard_name(task.index, task.num_shards)
+    tmp_path = join(task.output_dir, f".{name}.tmp-{os.getpid()}")
+    read_stats = ReadStats()
+    lines = _tfds_lines(task, read_stats) if task.tfds else _file_lines(task, read_stats)
+    counts = _write_examples(task, lines, tmp_path)
+    stats = dict(
+        file=name, index=task.index, size=int(tf.io.gfile.stat(tmp_path).length),
+        sha256=file_sha256(tmp_path), bytes=read_stats.bytes_read,
+        invalid_bytes=read_stats.invalid_bytes, long_lines_cut=read_stats.long_lines_cut,
+        seconds=round(time.time() - started, 3), **counts,
+    )
+    write_json_atomic(join(join(task.output_dir, WORK_DIR), f"shard-{task.index:05d}.json"), stats, sort_keys=True)
+    tf.io.gfile.rename(tmp_path, join(task.output_dir, name), overwrite=True)
+    return stats
+
+
+def _write_examples(task: ShardTask, lines: Iterator[Optional[str]], tmp_path: str) -> Dict[str, int]:
+    """Writes the examples of `lines` to the TFRecord file `tmp_path` and counts what went in.
+
+    Returns:
+      {examples, tokens, corpus_tokens, written_corpus_tokens, lines}. On an
+      error (or an interrupt) tmp_path is removed.
+    """
+    # Lazy: build_pretraining_data imports this module before its cheap checks (TF: seconds).
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     tok = _tokenizer(task)
     special = tok.special
     length = task.max_seq_length
     builder = ExampleBuilder(length, special.cls, special.sep,
                              random.Random(shard_seed(task.seed, task.index, task.num_shards)),
                              carry=task.carry, sentence_end_ids=_sentence_end_ids(tok.vocab))
-    name = shard_name(task.index, task.num_shards)
-    tmp_path = join(task.output_dir, f".{name}.tmp-{os.getpid()}")
-    final_path = join(task.output_dir, name)
-    read_stats = ReadStats()
     counts = {"examples": 0, "tokens": 0, "corpus_tokens": 0, "written_corpus_tokens": 0, "lines": 0}
-
     serialize = ExampleSerializer(tok.vocab_size, length)
-
-    def write(example, writer):
-        writer.write(serialize(*pad_example(example, length, special.pad)))
-        counts["examples"] += 1
-        counts["tokens"] += len(example[0])
-        # Corpus tokens kept: all but [CLS] and one [SEP] per segment.
-        counts["written_corpus_tokens"] += len(example[0]) - (3 if example[1][-1] else 2)
-
-    lines = _tfds_lines(task, read_stats) if task.tfds else _file_lines(task, read_stats)
     writer = tf.io.TFRecordWriter(tmp_path)
     try:
-        while True:
-            batch = list(islice(lines, LINES_PER_BATCH))
-            if not batch:
-                break
-            stripped = [None if line is None else line.strip() for line in batch]
-            texts = [line for line in stripped if line]
-            flat, splits = tok.tokenize_batch(texts)
-            flat = flat.tolist()
-            splits = splits.tolist()
-            counts["corpus_tokens"] += len(flat)
-            _bump("tokens", len(flat))
-            k = 0
-            for line in stripped:
-                if line:
-                    examples = builder.add_line(flat[splits[k]:splits[k + 1]])
-                    k += 1
-                    counts["lines"] += 1
-                elif line is None or task.blanks_separate_docs:
-                    example = builder.end_document()
-                    examples = [example] if example is not None else []
-                else:
-                    continue
-                for example in examples:
-                    write(example, writer)
-        example = builder.end_document()
-        if example is not None:
-            write(example, writer)
+        for example in _examples(task, lines, tok, builder, counts):
+            writer.write(serialize(*pad_example(example, length, special.pad)))
+            counts["examples"] += 1
+            counts["tokens"] += len(example[0])
+            # Corpus tokens kept: all but [CLS] and one [SEP] per segment.
+            counts["written_corpus_tokens"] += len(example[0]) - (3 if example[1][-1] else 2)
         writer.close()
     except BaseException:
         writer.close()
         if tf.io.gfile.exists(tmp_path):
             tf.io.gfile.remove(tmp_path)
         raise
+    return counts
 
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(tmp_path, "rb") as f:
-        while True:
-            block = f.read(1 << 22)
-            if not block:
-                break
-            digest.update(block)
-    stats = dict(
-        file=name, index=task.index, size=int(tf.io.gfile.stat(tmp_path).length),
-        sha256=digest.hexdigest(), bytes=read_stats.bytes_read,
-        invalid_bytes=read_stats.invalid_bytes, long_lines_cut=read_stats.long_lines_cut,
-        seconds=round(time.time() - started, 3), **counts,
-    )
-    write_json_atomic(join(join(task.output_dir, WORK_DIR), f"shard-{task.index:05d}.json"), stats, sort_keys=True)
-    tf.io.gfile.rename(tmp_path, final_path, overwrite=True)
-    return stats
+
+def _examples(task: ShardTask, lines: Iterator[Optional[str]], tok, builder: ExampleBuilder,
+              counts: Dict[str, int]) -> Iterator[tuple]:
+    """The examples `builder` makes of `lines` (tokenized a batch at a time), in order.
+
+    Adds the lines and corpus tokens read to `counts`. A _DOC_END, and a blank
+    line where blanks separate documents, ends a document.
+    """
+    while True:
+        batch = list(islice(lines, LINES_PER_BATCH))
+        if not batch:
+            break
+        stripped = [None if line is None else line.strip() for line in batch]
+        texts = [line for line in stripped if line]
+        flat, splits = tok.tokenize_batch(texts)
+        flat = flat.tolist()
+        splits = splits.tolist()
+        counts["corpus_tokens"] += len(flat)
+        _bump("tokens", len(flat))
+        k = 0
+        for line in stripped:
+            if line:
+                yield from builder.add_line(flat[splits[k]:splits[k + 1]])
+                k += 1
+                counts["lines"] += 1
+            elif line is None or task.blanks_separate_docs:
+                example = builder.end_document()
+                if example is not None:
+                    yield example
+    example = builder.end_document()
+    if example is not None:
+        yield example
