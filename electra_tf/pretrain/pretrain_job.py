@@ -1,5 +1,6 @@
 """The pre-training job behind `python -m electra_tf.pretrain` (see docs/pretraining.md):
-`run_pretraining(PretrainOptions(...))` returns the run's summary dict.
+`run_pretraining(PretrainOptions(...))` returns the run's summary dict; `PretrainJob` holds the
+job's numbered steps as methods.
 
 Order of work: cheap checks (config, flags, data manifests, model_dir) before
 anything is written; then the strategy; then data, model, restore of the
@@ -86,150 +87,197 @@ def run_pretraining(opts: PretrainOptions, log: Callable[[str], None] = None) ->
       PretrainError / ConfigError / DataError / VocabError / StrategyError on bad
       input, before anything is written.
     """
-    log = log or (lambda message: print(message, flush=True))
-    started = time.time()
+    return PretrainJob(opts, log or (lambda message: print(message, flush=True))).run()
+
+
+class PretrainJob:
+    """One pre-training run, its numbered steps as methods (as Model Garden's Task has `build_model`,
+    `build_inputs`, ...); each step keeps what the later ones read as attributes."""
+
+    def __init__(self, opts: PretrainOptions, log: Callable[[str], None]):
+        self.opts, self.log = opts, log
+        self.started = time.time()
+
+    def run(self) -> dict:
+        self.check_options()
+        self.build_strategy()
+        self.prepare_run_directory()
+        self.policy = PRECISION_POLICIES[self.opts.mixed_precision]
+        # Same seed, same initial weights (and dropout streams) on every run and worker.
+        keras.utils.set_random_seed(self.plan.config.seed)
+        with precision_policy(self.policy):
+            self.build_model()
+            self.restore()
+            self.build_inputs()
+            self.build_trainer()
+            self.train()
+            return self.finish()
 
     # ---- 1. cheap checks, nothing written yet ---------------------------------
-    plan = validate_options(opts, log)
-    model_dir, train_steps, batch_size = plan.model_dir, plan.train_steps, plan.batch_size
+    def check_options(self) -> None:
+        self.plan = validate_options(self.opts, self.log)
 
     # ---- 2. strategy and precision (before any other TF op) -------------------
-    if opts.num_cpu_devices:
-        distribution.split_cpu(opts.num_cpu_devices)
-    strategy, strategy_name, strategy_text = distribution.create_strategy(
-        plan.strategy_name, opts.tpu, opts.collective_timeout_s)
-    plan.strategy_name = strategy_name
-    chief = distribution.is_chief(strategy)
-    worker = distribution.worker_label(strategy)
-    replicas = strategy.num_replicas_in_sync
-    # The batch goes down from here: global -> per replica (the data) -> micro-batches (the train step).
-    batch = split_job_batch(plan, opts, replicas, strategy_text)
+    def build_strategy(self) -> None:
+        opts, plan = self.opts, self.plan
+        if opts.num_cpu_devices:
+            distribution.split_cpu(opts.num_cpu_devices)
+        self.strategy, strategy_name, self.strategy_text = distribution.create_strategy(
+            plan.strategy_name, opts.tpu, opts.collective_timeout_s)
+        plan.strategy_name = strategy_name
+        self.chief = distribution.is_chief(self.strategy)
+        self.worker = distribution.worker_label(self.strategy)
+        self.replicas = self.strategy.num_replicas_in_sync
+        # The batch goes down from here: global -> per replica (the data) -> micro-batches (the train step).
+        self.batch = split_job_batch(plan, opts, self.replicas, self.strategy_text)
 
     # ---- 3. the run directory ---------------------------------------------------
-    settings = {
-        "config": plan.config.to_dict() if not plan.embedded else None,  # filled in below for the default
-        "train_steps": train_steps, "batch_size": batch_size,
-        "grad_accum_steps": opts.grad_accum_steps, "mixed_precision": opts.mixed_precision,
-        "seed": plan.config.seed,
-        "init_from": plan.init_from,
-    }
-    run_path = os.path.join(model_dir, RUN_FILE)
-    previous = read_json(run_path) if tf.io.gfile.exists(run_path) else None
+    def prepare_run_directory(self) -> None:
+        opts, plan, model_dir = self.opts, self.plan, self.plan.model_dir
+        self.settings = settings = {
+            "config": plan.config.to_dict() if not plan.embedded else None,  # filled in below for the default
+            "train_steps": plan.train_steps, "batch_size": plan.batch_size,
+            "grad_accum_steps": opts.grad_accum_steps, "mixed_precision": opts.mixed_precision,
+            "seed": plan.config.seed,
+            "init_from": plan.init_from,
+        }
+        self.run_path = os.path.join(model_dir, RUN_FILE)
+        previous = read_json(self.run_path) if tf.io.gfile.exists(self.run_path) else None
 
-    if plan.embedded:
-        if chief and not plan.remote:
-            os.makedirs(model_dir, exist_ok=True)
-        plan.data_dir, plan.eval_dir, plan.vocab_file = prepare_embedded_default(model_dir, plan.config, log)
-        plan.config = plan.config.for_vocab(plan.vocab_file).with_normalization(embedded_normalization(plan.data_dir))
-        settings["config"] = plan.config.to_dict()
-    settings["inputs"] = _input_fingerprints(plan)
-    _check_resume(previous, settings, model_dir, run_path)
+        if plan.embedded:
+            if self.chief and not plan.remote:
+                os.makedirs(model_dir, exist_ok=True)
+            plan.data_dir, plan.eval_dir, plan.vocab_file = prepare_embedded_default(model_dir, plan.config, self.log)
+            plan.config = plan.config.for_vocab(plan.vocab_file).with_normalization(
+                embedded_normalization(plan.data_dir))
+            settings["config"] = plan.config.to_dict()
+        settings["inputs"] = _input_fingerprints(plan)
+        _check_resume(previous, settings, model_dir, self.run_path)
 
-    config = plan.config
-    special = special_token_ids(plan.vocab_file)
-    excluded, skipped = check_shards(plan, opts, batch, log)
+        self.special = special_token_ids(plan.vocab_file)
+        self.excluded, self.skipped = check_shards(plan, opts, self.batch, self.log)
 
     # ---- 4. model, optimizer, restore -----------------------------------------
-    policy = PRECISION_POLICIES[opts.mixed_precision]
-    # Same seed, same initial weights (and dropout streams) on every run and worker.
-    keras.utils.set_random_seed(config.seed)
-    with precision_policy(policy):
-        with strategy.scope():
-            model = ElectraPretrainer(config, special, grad_accum_steps=opts.grad_accum_steps)
-            optimizer = create_optimizer(config, train_steps=train_steps, model=model,
+    def build_model(self) -> None:
+        opts, plan = self.opts, self.plan
+        with self.strategy.scope():
+            self.model = model = ElectraPretrainer(plan.config, self.special, grad_accum_steps=opts.grad_accum_steps)
+            optimizer = create_optimizer(plan.config, train_steps=plan.train_steps, model=model,
                                          adjustable_train_steps=opts.train_minutes is not None)
             if opts.mixed_precision == "fp16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             model.compile(optimizer=optimizer, jit_compile=bool(opts.jit_compile),
                           steps_per_execution=plan.steps_per_execution)
             optimizer.build(model.trainable_variables)
-        checkpoints = CheckpointManager(os.path.join(model_dir, CHECKPOINT_DIR), opts.keep_checkpoints)
+        self.optimizer = optimizer
+
+    def restore(self) -> None:
+        """The latest checkpoint of this run, else --continue_from's or --init's weights; then run.json."""
+        opts, plan, model, train_steps = self.opts, self.plan, self.model, self.plan.train_steps
+        self.checkpoints = checkpoints = CheckpointManager(os.path.join(plan.model_dir, CHECKPOINT_DIR),
+                                                           opts.keep_checkpoints)
         try:
-            resumed = checkpoints.restore_latest(model, clean=chief)
+            self.resumed = checkpoints.restore_latest(model, clean=self.chief)
         except CheckpointError as e:
             fail(str(e))
-        start_step = 0
+        self.start_step = 0
         init_status = None
-        if resumed is not None:
-            start_step, path = resumed
-            log(f"resuming from {path} at step {start_step} (learning rate "
-                f"{current_learning_rate(optimizer):.3g})")
+        if self.resumed is not None:
+            self.start_step, path = self.resumed
+            self.log(f"resuming from {path} at step {self.start_step} (learning rate "
+                     f"{current_learning_rate(self.optimizer):.3g})")
         elif plan.continue_from:  # a new run: start from another run's newest checkpoint
             path = plan.continue_from
             try:
-                start_step = checkpoints.restore(model, path)
+                self.start_step = checkpoints.restore(model, path)
             except CheckpointError as e:
                 fail(f"--continue_from: {e}")
-            if start_step >= train_steps:
-                fail(f"--continue_from {opts.continue_from} is at step {start_step}; pass --train_steps "
+            if self.start_step >= train_steps:
+                fail(f"--continue_from {opts.continue_from} is at step {self.start_step}; pass --train_steps "
                      f"(or --override num_train_steps=) above it, the step this run ends at")
-            log(f"continuing from {path} at step {start_step} (learning rate "
-                f"{current_learning_rate(optimizer):.3g}), training on {plan.data_dir}")
+            self.log(f"continuing from {path} at step {self.start_step} (learning rate "
+                     f"{current_learning_rate(self.optimizer):.3g}), training on {plan.data_dir}")
         elif plan.init_from:  # a new run: the networks start from a model directory's weights
-            init_status = load_initial_weights(model, plan.init_from, log)
-        if chief:
+            init_status = load_initial_weights(model, plan.init_from, self.log)
+        if self.chief:
             # Written once the checkpoint restored: a foreign or broken checkpoint
             # stops the run above without touching the directory.
-            tf.io.gfile.makedirs(model_dir)
-            write_json_atomic(run_path, {
-                "settings": settings,
-                "flags": dataclasses.asdict(opts),
-                "data_dir": plan.data_dir, "eval_data_dir": plan.eval_dir, "vocab_file": plan.vocab_file,
-                "strategy": strategy_text, "init_from_parts": init_status,
-            }, sort_keys=True)
-        if start_step > train_steps:
-            fail(f"{model_dir} is already at step {start_step}, past --train_steps={train_steps}")
+            self._write_run_file(init_status)
+        if self.start_step > train_steps:
+            fail(f"{plan.model_dir} is already at step {self.start_step}, past --train_steps={train_steps}")
 
-        # ---- 5. data ----------------------------------------------------------
-        data_seed = config.seed + start_step  # a resumed run does not replay the first batches
-        inputs = make_inputs(plan, opts, strategy, batch, worker, excluded, data_seed, log)
-        evaluate = None
-        if inputs.eval is not None:
+    def _write_run_file(self, init_status) -> None:
+        plan = self.plan
+        tf.io.gfile.makedirs(plan.model_dir)
+        write_json_atomic(self.run_path, {
+            "settings": self.settings,
+            "flags": dataclasses.asdict(self.opts),
+            "data_dir": plan.data_dir, "eval_data_dir": plan.eval_dir, "vocab_file": plan.vocab_file,
+            "strategy": self.strategy_text, "init_from_parts": init_status,
+        }, sort_keys=True)
 
-            def evaluate():
-                return model.evaluate(inputs.eval, steps=inputs.eval_steps, verbose=0, return_dict=True)
+    # ---- 5. data ----------------------------------------------------------
+    def build_inputs(self) -> None:
+        data_seed = self.plan.config.seed + self.start_step  # a resumed run does not replay the first batches
+        self.inputs = make_inputs(self.plan, self.opts, self.strategy, self.batch, self.worker, self.excluded,
+                                  data_seed, self.log)
 
-        # ---- 6. fit: the one training loop --------------------------------------
+    def _evaluate(self):
+        inputs = self.inputs
+        return self.model.evaluate(inputs.eval, steps=inputs.eval_steps, verbose=0, return_dict=True)
+
+    # ---- 6. fit: the one training loop --------------------------------------
+    def build_trainer(self) -> None:
+        """The trainer, with the --train_minutes budget and the --snapshot_dir callback it needs."""
+        opts, plan, log = self.opts, self.plan, self.log
         has_eval = bool(plan.eval_dir)
-        trainer = Trainer(
-            checkpoints, train_steps=train_steps, global_batch_size=batch.global_batch, save_every=plan.save_every,
-            log_every=plan.log_every, eval_every=plan.eval_every if has_eval else None, evaluate=evaluate,
-            tensorboard_dir=os.path.join(model_dir, TENSORBOARD_DIR), chief=chief, log=log,
+        self.trainer = trainer = Trainer(
+            self.checkpoints, train_steps=plan.train_steps, global_batch_size=self.batch.global_batch,
+            save_every=plan.save_every, log_every=plan.log_every,
+            eval_every=plan.eval_every if has_eval else None,
+            evaluate=self._evaluate if self.inputs.eval is not None else None,
+            tensorboard_dir=os.path.join(plan.model_dir, TENSORBOARD_DIR), chief=self.chief, log=log,
             checks=[DiscriminatorCollapseDetector()], verbose=keras_verbose(opts.verbose),
             shown_eval_metrics=("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc"),
             restart_hint="lower the learning rate (--learning_rate) or check the data, and start again "
                          "in a new --output_dir",
             describe_data_loss=lambda e, kept: data_loss_message(
-                e, [plan.data_dir] + ([plan.eval_dir] if has_eval else []), excluded, kept),
-            multi_worker=strategy_name == "multi_worker", worker=worker, fail=fail)
-        time_budget = _time_budget(opts, plan, optimizer, trainer, resumed is not None, chief, log)
+                e, [plan.data_dir] + ([plan.eval_dir] if has_eval else []), self.excluded, kept),
+            multi_worker=plan.strategy_name == "multi_worker", worker=self.worker, fail=fail)
+        time_budget = _time_budget(opts, plan, self.optimizer, trainer, self.resumed is not None, self.chief, log)
         trainer.time_budget = time_budget
-        snapshots = None
-        if chief and opts.snapshot_dir:
-            snapshots = _snapshots(opts, plan, model, trainer, time_budget, batch_size, log)
-            trainer.extra_callbacks.append(snapshots)
-        log(f"[{worker}] pre-training {config.model_size} config ({model.count_params():,} parameters) "
-            f"on {strategy_text}: steps {start_step}->{train_steps}, global batch {batch_size}"
-            f"{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}, "
-            f"precision {policy}, jit_compile={bool(opts.jit_compile)}, "
-            f"steps_per_execution={plan.steps_per_execution}")
+        self.snapshots = None
+        if self.chief and opts.snapshot_dir:
+            self.snapshots = _snapshots(opts, plan, self.model, trainer, time_budget, plan.batch_size, log)
+            trainer.extra_callbacks.append(self.snapshots)
+
+    def train(self) -> None:
+        opts, plan = self.opts, self.plan
+        self.log(f"[{self.worker}] pre-training {plan.config.model_size} config ({self.model.count_params():,} "
+                 f"parameters) on {self.strategy_text}: steps {self.start_step}->{plan.train_steps}, global batch "
+                 f"{plan.batch_size}{f' ({opts.grad_accum_steps} micro-batches)' if opts.grad_accum_steps > 1 else ''}"
+                 f", precision {self.policy}, jit_compile={bool(opts.jit_compile)}, "
+                 f"steps_per_execution={plan.steps_per_execution}")
         if opts.jit_compile:
             align_function_names()
-        final_step, fit_seconds = trainer.fit(model, inputs.train, start_step)
-        callback = trainer.callback
-        plan.train_steps = callback.train_steps  # a --train_minutes run ends where it decided
-        if snapshots is not None:
-            snapshots.write(final_step)
+        self.final_step, self.fit_seconds = self.trainer.fit(self.model, self.inputs.train, self.start_step)
+        plan.train_steps = self.trainer.callback.train_steps  # a --train_minutes run ends where it decided
+        if self.snapshots is not None:
+            self.snapshots.write(self.final_step)
 
-        # ---- 7. the model directory --------------------------------------------
-        summary = build_summary(plan, final_step=final_step, start_step=start_step, checkpoints=checkpoints,
-                                strategy_text=strategy_text, replicas=replicas, policy=policy,
-                                fit_seconds=fit_seconds, callback=callback, skipped=skipped)
-        if chief:
-            write_final_model(plan, model, summary, checkpoints, callback, run_path, started, fit_seconds, log)
+    # ---- 7. the model directory --------------------------------------------
+    def finish(self) -> dict:
+        plan, callback = self.plan, self.trainer.callback
+        summary = build_summary(plan, final_step=self.final_step, start_step=self.start_step,
+                                checkpoints=self.checkpoints, strategy_text=self.strategy_text,
+                                replicas=self.replicas, policy=self.policy, fit_seconds=self.fit_seconds,
+                                callback=callback, skipped=self.skipped)
+        if self.chief:
+            write_final_model(plan, self.model, summary, self.checkpoints, callback, self.run_path, self.started,
+                              self.fit_seconds, self.log)
         else:
-            summary["total_seconds"] = round(time.time() - started, 2)
-            log(f"[{worker}] done at step {final_step}; the chief writes the model")
+            summary["total_seconds"] = round(time.time() - self.started, 2)
+            self.log(f"[{self.worker}] done at step {self.final_step}; the chief writes the model")
         return summary
 
 
