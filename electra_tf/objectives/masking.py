@@ -125,7 +125,6 @@ def mask_tokens(
     input_ids = tf.cast(input_ids, tf.int32)
     seed = tf.cast(seed, tf.int64)
     seed_positions = tf.stack([seed[0] * 2, seed[1]])
-    seed_keep = tf.stack([seed[0] * 2 + 1, seed[1]])
     seq_len = input_ids.shape[1]
     if seq_len is None:
         raise ValueError("mask_tokens needs a static sequence length (batch with drop_remainder/padding)")
@@ -143,9 +142,22 @@ def mask_tokens(
     positions = top * tf.cast(weights, tf.int32)
     original_ids = tf.gather(input_ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
 
-    # One uniform per slot decides its fate: [0, keep) kept, [keep, keep +
-    # random) random token, the rest [MASK]. With random_token_prob = 0 this is
-    # exactly the draw of the ELECTRA-only version (same stream, same test).
+    to_mask, values = _slot_fates(seed, row_ids, positions, max_predictions, mask_token_id,
+                                  keep_original_prob, random_token_prob, vocab_size)
+    mask_weights = weights * tf.cast(to_mask, tf.float32)
+    masked_ids = replace_at_positions(input_ids, positions, values, mask_weights)
+    return MaskedBatch(masked_ids, positions, original_ids, weights)
+
+
+def _slot_fates(seed, row_ids, positions, max_predictions: int, mask_token_id: int,
+                keep_original_prob: float, random_token_prob: float, vocab_size: int):
+    """(to_mask [B, P] bool, values [B, P]): which chosen slots get written, and with what.
+
+    One uniform per slot decides its fate: [0, keep) kept, [keep, keep + random) random
+    token, the rest [MASK]. With random_token_prob = 0 this is exactly the draw of the
+    ELECTRA-only version (same stream, same test).
+    """
+    seed_keep = tf.stack([seed[0] * 2 + 1, seed[1]])
     fate = row_uniform(seed_keep, row_ids, [max_predictions])
     to_mask = fate >= keep_original_prob + random_token_prob
     values = tf.fill(tf.shape(positions), mask_token_id)
@@ -159,6 +171,4 @@ def mask_tokens(
         to_random = (fate >= keep_original_prob) & ~to_mask
         values = tf.where(to_random, random_ids, values)
         to_mask |= to_random
-    mask_weights = weights * tf.cast(to_mask, tf.float32)
-    masked_ids = replace_at_positions(input_ids, positions, values, mask_weights)
-    return MaskedBatch(masked_ids, positions, original_ids, weights)
+    return to_mask, values
