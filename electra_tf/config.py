@@ -45,6 +45,64 @@ GENERATOR_OBJECTIVES = ("electra", "electra_15", "replace_mlm", "all_tokens_mlm"
 EMBEDDING_SHARING = ("shared", "none", "gdes")
 
 
+def _whole(value) -> bool:
+    """An int that is not a bool (JSON true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_POSITIVE_INT_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                        "intermediate_size", "max_position_embeddings", "type_vocab_size", "max_seq_length",
+                        "train_batch_size", "eval_batch_size", "num_train_steps")
+_NON_NEGATIVE_FIELDS = ("gen_weight", "disc_weight", "weight_decay_rate", "clip_norm", "adam_epsilon")
+
+# What a valid ElectraConfig satisfies: (field, test of the config, the fix its error names: text, or a
+# function of the config). Checked in this order: a config with several faults is refused for the first.
+FIELD_RULES = (
+    *((name, lambda c, name=name: _whole(getattr(c, name)) and getattr(c, name) > 0, "use a positive integer")
+      for name in _POSITIVE_INT_FIELDS),
+    ("num_warmup_steps", lambda c: _whole(c.num_warmup_steps) and c.num_warmup_steps >= 0, "use an integer >= 0"),
+    ("hidden_size", lambda c: c.hidden_size % c.num_attention_heads == 0,
+     lambda c: f"it must be divisible by num_attention_heads={c.num_attention_heads}"),
+    ("mask_prob", lambda c: 0.0 < c.mask_prob < 1.0, "use a probability strictly between 0 and 1"),
+    ("mask_token_keep_prob", lambda c: 0.0 <= c.mask_token_keep_prob <= 1.0, "use a value in [0, 1]"),
+    *((name, lambda c, name=name: 0.0 <= getattr(c, name) < 1.0, "use a dropout rate in [0, 1)")
+      for name in ("hidden_dropout_prob", "attention_probs_dropout_prob")),
+    ("generator_hidden_size", lambda c: c.generator_hidden_size > 0 and c.generator_hidden_dim >= 1,
+     "use a positive width fraction (paper: 0.25 small, 1/3 base)"),
+    ("generator_layers", lambda c: c.generator_layers > 0, "use a positive depth fraction"),
+    ("max_seq_length", lambda c: c.max_seq_length <= c.max_position_embeddings,
+     lambda c: f"it exceeds max_position_embeddings={c.max_position_embeddings}"),
+    ("max_predictions_per_seq",
+     lambda c: c.max_predictions_per_seq is None or 0 < c.max_predictions_per_seq <= c.max_seq_length,
+     "use 1..max_seq_length, or null to derive it from mask_prob"),
+    ("mask_prob", lambda c: c.predictions_per_seq >= 1,
+     "mask_prob * max_seq_length leaves no position to predict; raise either"),
+    ("pooling", lambda c: c.pooling in (None, "cls", "mean"), "use \"cls\", \"mean\" or null"),
+    ("temperature", lambda c: not c.temperature <= 0, "use a positive sampling temperature"),
+    *((name, lambda c, name=name: not getattr(c, name) < 0, "use a value >= 0") for name in _NON_NEGATIVE_FIELDS),
+    ("learning_rate", lambda c: c.learning_rate > 0, "use a positive learning rate"),
+    *((name, lambda c, name=name: 0.0 <= getattr(c, name) < 1.0, "use a value in [0, 1)")
+      for name in ("adam_beta_1", "adam_beta_2")),
+    ("objective", lambda c: c.objective in OBJECTIVES, f"choose one of {', '.join(OBJECTIVES)}"),
+    ("encoder_lr_multiplier", lambda c: 0.0 < c.encoder_lr_multiplier <= 1.0, "use a fraction in (0, 1]"),
+    ("encoder_freeze_steps", lambda c: _whole(c.encoder_freeze_steps) and c.encoder_freeze_steps >= 0,
+     "use an integer >= 0"),
+    ("two_stage_mlm_steps", lambda c: _whole(c.two_stage_mlm_steps) and c.two_stage_mlm_steps >= 0,
+     "use an integer >= 0"),
+    ("two_stage_mlm_steps", lambda c: c.objective != "two_stage" or c.two_stage_mlm_steps >= 1,
+     "objective two_stage needs the number of MLM steps before the switch to electra "
+     "(e.g. --override two_stage_mlm_steps=1000)"),
+    ("embedding_sharing", lambda c: c.embedding_sharing in EMBEDDING_SHARING,
+     f"choose one of {', '.join(EMBEDDING_SHARING)}"),
+    ("untied_generator_embeddings", lambda c: not (c.untied_generator_embeddings and c.embedding_sharing == "gdes"),
+     "it contradicts embedding_sharing=gdes; drop untied_generator_embeddings"),
+    ("embedding_sharing", lambda c: c.embedding_sharing != "gdes" or c.objective in GENERATOR_OBJECTIVES,
+     lambda c: f"objective {c.objective!r} has no generator to share with; use "
+               f"one of {', '.join(GENERATOR_OBJECTIVES)}"),
+    ("hidden_act", lambda c: c.hidden_act in ("gelu", "gelu_approximate"), "use 'gelu' (exact) or 'gelu_approximate'"),
+)
+
+
 @dataclasses.dataclass
 class ElectraConfig:
     # --- name, only informative -------------------------------------------
@@ -158,105 +216,29 @@ class ElectraConfig:
 
     # Validation -------------------------------------------------------------
     def validate(self) -> None:
-        def fail(field, value, fix):
-            raise ConfigError(f"config field '{field}'={value!r} is invalid: {fix}")
-
-        for name in (
-            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-            "num_attention_heads", "intermediate_size", "max_position_embeddings",
-            "type_vocab_size", "max_seq_length", "train_batch_size",
-            "eval_batch_size", "num_train_steps",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                fail(name, value, "use a positive integer")
-        if isinstance(self.num_warmup_steps, bool) or not isinstance(
-            self.num_warmup_steps, int
-        ) or self.num_warmup_steps < 0:
-            fail("num_warmup_steps", self.num_warmup_steps, "use an integer >= 0")
-        if self.hidden_size % self.num_attention_heads:
-            fail(
-                "hidden_size", self.hidden_size,
-                f"it must be divisible by num_attention_heads={self.num_attention_heads}",
-            )
-        if not 0.0 < self.mask_prob < 1.0:
-            fail("mask_prob", self.mask_prob, "use a probability strictly between 0 and 1")
-        if not 0.0 <= self.mask_token_keep_prob <= 1.0:
-            fail("mask_token_keep_prob", self.mask_token_keep_prob, "use a value in [0, 1]")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                fail(name, value, "use a dropout rate in [0, 1)")
-        if not self.generator_hidden_size > 0 or self.generator_hidden_dim < 1:
-            fail("generator_hidden_size", self.generator_hidden_size,
-                 "use a positive width fraction (paper: 0.25 small, 1/3 base)")
-        if not self.generator_layers > 0:
-            fail("generator_layers", self.generator_layers, "use a positive depth fraction")
-        if self.max_seq_length > self.max_position_embeddings:
-            fail("max_seq_length", self.max_seq_length,
-                 f"it exceeds max_position_embeddings={self.max_position_embeddings}")
-        if self.max_predictions_per_seq is not None and not (
-            0 < self.max_predictions_per_seq <= self.max_seq_length
-        ):
-            fail("max_predictions_per_seq", self.max_predictions_per_seq,
-                 "use 1..max_seq_length, or null to derive it from mask_prob")
-        if self.predictions_per_seq < 1:
-            fail("mask_prob", self.mask_prob,
-                 "mask_prob * max_seq_length leaves no position to predict; raise either")
-        if self.pooling not in (None, "cls", "mean"):
-            fail("pooling", self.pooling, "use \"cls\", \"mean\" or null")
-        if self.temperature <= 0:
-            fail("temperature", self.temperature, "use a positive sampling temperature")
-        for name in ("gen_weight", "disc_weight", "weight_decay_rate", "clip_norm",
-                     "adam_epsilon"):
-            if getattr(self, name) < 0:
-                fail(name, getattr(self, name), "use a value >= 0")
-        if not self.learning_rate > 0:
-            fail("learning_rate", self.learning_rate, "use a positive learning rate")
-        for name in ("adam_beta_1", "adam_beta_2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                fail(name, getattr(self, name), "use a value in [0, 1)")
-        if self.objective not in OBJECTIVES:
-            fail("objective", self.objective, f"choose one of {', '.join(OBJECTIVES)}")
-        if not 0.0 < self.encoder_lr_multiplier <= 1.0:
-            fail("encoder_lr_multiplier", self.encoder_lr_multiplier, "use a fraction in (0, 1]")
-        if isinstance(self.encoder_freeze_steps, bool) or not isinstance(
-            self.encoder_freeze_steps, int
-        ) or self.encoder_freeze_steps < 0:
-            fail("encoder_freeze_steps", self.encoder_freeze_steps, "use an integer >= 0")
-        if isinstance(self.two_stage_mlm_steps, bool) or not isinstance(
-            self.two_stage_mlm_steps, int
-        ) or self.two_stage_mlm_steps < 0:
-            fail("two_stage_mlm_steps", self.two_stage_mlm_steps, "use an integer >= 0")
-        if self.objective == "two_stage" and self.two_stage_mlm_steps < 1:
-            fail("two_stage_mlm_steps", self.two_stage_mlm_steps,
-                 "objective two_stage needs the number of MLM steps before the switch to "
-                 "electra (e.g. --override two_stage_mlm_steps=1000)")
-        if self.embedding_sharing not in EMBEDDING_SHARING:
-            fail("embedding_sharing", self.embedding_sharing,
-                 f"choose one of {', '.join(EMBEDDING_SHARING)}")
+        """Raises ConfigError naming the first invalid field (in FIELD_RULES' order) and its fix; then
+        settles the two spellings of untied embeddings and the text normalisation's record."""
+        for field, valid, fix in FIELD_RULES:
+            if not valid(self):
+                raise ConfigError(f"config field '{field}'={getattr(self, field)!r} is invalid: "
+                                  f"{fix(self) if callable(fix) else fix}")
         # The legacy flag and the mode must agree; either spelling of `none` sets both.
-        if self.untied_generator_embeddings and self.embedding_sharing == "gdes":
-            fail("untied_generator_embeddings", True,
-                 "it contradicts embedding_sharing=gdes; drop untied_generator_embeddings")
         if self.untied_generator_embeddings or self.embedding_sharing == "none":
             self.untied_generator_embeddings, self.embedding_sharing = True, "none"
-        if self.embedding_sharing == "gdes" and self.objective not in GENERATOR_OBJECTIVES:
-            fail("embedding_sharing", "gdes",
-                 f"objective {self.objective!r} has no generator to share with; use "
-                 f"one of {', '.join(GENERATOR_OBJECTIVES)}")
-        if self.hidden_act not in ("gelu", "gelu_approximate"):
-            fail("hidden_act", self.hidden_act, "use 'gelu' (exact) or 'gelu_approximate'")
         if self.text_normalization is not None:
-            try:
-                spec = TextNormalization.from_json(self.text_normalization, "config field 'text_normalization'")
-            except DataError as e:
-                raise ConfigError(str(e)) from None
-            if spec.lower_case != self.do_lower_case:
-                fail("do_lower_case", self.do_lower_case,
-                     f"it disagrees with text_normalization's lower_case={str(spec.lower_case).lower()}; change "
-                     f"both (the model's text was normalised once, as text_normalization says)")
-            self.text_normalization = spec.to_json()
+            self.text_normalization = self._checked_text_normalization().to_json()
+
+    def _checked_text_normalization(self) -> TextNormalization:
+        try:
+            spec = TextNormalization.from_json(self.text_normalization, "config field 'text_normalization'")
+        except DataError as e:
+            raise ConfigError(str(e)) from None
+        if spec.lower_case != self.do_lower_case:
+            raise ConfigError(
+                f"config field 'do_lower_case'={self.do_lower_case!r} is invalid: it disagrees with "
+                f"text_normalization's lower_case={str(spec.lower_case).lower()}; change both (the model's text "
+                f"was normalised once, as text_normalization says)")
+        return spec
 
     @property
     def normalization(self) -> TextNormalization:
