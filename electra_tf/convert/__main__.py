@@ -45,7 +45,6 @@ from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import saving
 from electra_tf.models.saving import ModelDirError
 from electra_tf.paths import hub_download_hint, resolve_model_dir
-from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")
@@ -208,7 +207,7 @@ def _export(args) -> int:
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
                      f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
-    pretrainer = load_pretrainer(args.input)  # refuses a directory without vocab.txt
+    pretrainer = common.load_pretraining_model(args.input)  # refuses a directory without vocab.txt
     if args.target == "google":
         # vocab.txt and electra_config.json go beside the checkpoint: the import reads them.
         google.export_pretrainer(pretrainer, args.output_dir, vocab_file=vocab)

@@ -95,7 +95,7 @@ def export_pretrainer(pretrainer, prefix: str, global_step: Optional[int] = None
     """Our pre-trainer as a reference-named TF1 checkpoint, with `electra_config.json` beside it.
 
     Args:
-      pretrainer: an `ElectraPretrainer`.
+      pretrainer: an `ElectraPretrainingModel`.
       prefix: the checkpoint prefix to write (e.g. ckpt/model.ckpt).
       global_step: stored as `global_step` when given, as the reference does.
       vocab_file: copied beside the checkpoint as vocab.txt when given.

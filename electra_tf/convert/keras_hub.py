@@ -66,7 +66,7 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
                 vocab_file: Optional[str] = None):
     """Reads a keras-hub ElectraBackbone preset directory.
 
-    Returns (pretrainer, status, vocab_file): a new `ElectraPretrainer` whose
+    Returns (pretrainer, status, vocab_file): a new `ElectraPretrainingModel` whose
     discriminator encoder (and the shared embeddings) hold the preset's weights.
     """
     if not os.path.isfile(os.path.join(preset_dir, "config.json")):

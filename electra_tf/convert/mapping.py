@@ -1,4 +1,4 @@
-"""One canonical name for every weight of an `ElectraPretrainer`.
+"""One canonical name for every weight of an `ElectraPretrainingModel` (the pre-trainer's networks).
 
 The canonical names are those of the original google-research/electra TF1
 checkpoints (kernels stored [in, out], attention kernels as 2-D [H, H]):
@@ -24,7 +24,7 @@ nothing, canonical names that nothing provides and shape disagreements are all
 listed in one `ConversionError`.
 
 With `embedding_sharing=gdes` the discriminator's token table is a view,
-E_gen + E_delta (pretraining/embedding_sharing.py): its canonical value is that
+E_gen + E_delta (models/embedding_sharing.py): its canonical value is that
 merged table (what `discriminator.weights.h5` holds), and the generator's own
 embeddings are listed under `generator/embeddings/`, as for `none`. A reference
 checkpoint cannot say "gdes", so such an export re-imports as `none`, with the
@@ -170,7 +170,7 @@ def generator_head_entries(head) -> List[Entry]:
 
 
 def pretrainer_entries(pretrainer) -> List[Entry]:
-    """Every weight of an `ElectraPretrainer`, once, under its canonical name."""
+    """Every weight of an `ElectraPretrainingModel`, once, under its canonical name."""
     sharing = pretrainer.config.embedding_sharing  # shared | none | gdes (config.py)
     out = encoder_entries(pretrainer.discriminator, "electra", DISCRIMINATOR, "electra/embeddings")
     out += discriminator_head_entries(pretrainer.discriminator_head)

@@ -7,11 +7,11 @@ Layout:
   data_setup.py, run_summary.py
                     the job's data and its final model directory (it trains with
                     the one loop, electra_tf.training.trainer)
-  pretrainer.py     `ElectraPretrainer`: the Keras model with the custom train step
+  pretrainer.py     `ElectraPretrainer`: the custom train step on the networks of
+                    electra_tf.models.pretraining_model (their embedding sharing too)
   pretrain_optimizer.py `create_optimizer`: AdamW and schedule from an `ElectraConfig`
-  collapse_detector.py, pretrain_metrics.py, embedding_sharing.py, pretrainer_loading.py
-                    the job's check in the loop, metrics,
-                    GDES embedding sharing, rebuilding a saved pre-trainer
+  collapse_detector.py, pretrain_metrics.py, pretrainer_loading.py
+                    the job's check in the loop, metrics, rebuilding a saved pre-trainer
 """
 
 from electra_tf.pretrain.pretrain_optimizer import create_optimizer

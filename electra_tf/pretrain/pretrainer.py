@@ -1,4 +1,9 @@
-"""ElectraPretrainer: the networks of the configured objective and their training step."""
+"""ElectraPretrainer: the configured objective's training step on its networks.
+
+The networks themselves (which exist, how they share embeddings, how they are built) are
+`electra_tf.models.pretraining_model.ElectraPretrainingModel`, which this model extends
+with the objective, the train step, gradient accumulation and the metrics.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +14,11 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
-from electra_tf.keras_compat import MultiReplicaExecution, PrebuiltModel
-from electra_tf.models import (
-    DiscriminatorHead,
-    build_embeddings,
-    build_encoder,
-    build_generator_encoder,
-    build_generator_head,
-)
+from electra_tf.keras_compat import MultiReplicaExecution
+from electra_tf.models.pretraining_model import ElectraPretrainingModel
 from electra_tf.objectives.base import sum_over_replicas
 from electra_tf.objectives.objective_registry import get_objective
 from electra_tf.pretrain import pretrain_metrics as _metrics
-from electra_tf.pretrain.embedding_sharing import build_shared_embeddings, merged_discriminator
 
 _EVAL_SEED_OFFSET = 1 << 20
 
@@ -32,13 +30,13 @@ def _dense(grads, variables):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraPretrainer(PrebuiltModel, MultiReplicaExecution, keras.Model):
+class ElectraPretrainer(MultiReplicaExecution, ElectraPretrainingModel):
     """Pre-training of the full-size encoder with the objective `config.objective`.
 
     The objective (`electra_tf.objectives.objective_registry`) says which networks exist
-    and computes the losses; this model builds the networks, runs the
-    optimisation step (with gradient accumulation and any distribution
-    strategy) and the metrics. ELECTRA's default: each step masks ~15% of the
+    and computes the losses; `ElectraPretrainingModel` builds those networks;
+    this model runs the optimisation step (with gradient accumulation and any
+    distribution strategy) and the metrics. ELECTRA's default: each step masks ~15% of the
     tokens, a small generator predicts them, its samples replace them, and the
     discriminator learns, for every token, whether it was replaced. The
     embeddings are shared as `config.embedding_sharing` says.
@@ -66,98 +64,32 @@ class ElectraPretrainer(PrebuiltModel, MultiReplicaExecution, keras.Model):
     """
 
     def __init__(self, config, special_token_ids, grad_accum_steps=1, **kwargs):
-        super().__init__(**kwargs)
         grad_accum_steps = int(grad_accum_steps)
         if grad_accum_steps < 1:
             raise ValueError(f"grad_accum_steps={grad_accum_steps} must be >= 1")
-        # Each train_step splits its (per-replica) batch into this many
-        # micro-batches, sums their gradients and applies one update.
-        self.grad_accum_steps = grad_accum_steps
         if isinstance(config, dict):
             config = ElectraConfig.from_dict(config)
         if isinstance(special_token_ids, dict):
             special_token_ids = SpecialTokenIds(**special_token_ids)
-        self.config = config
-        self.special_token_ids = special_token_ids
         for name in ("pad", "cls", "sep", "mask"):
             if not 0 <= getattr(special_token_ids, name) < config.vocab_size:
                 raise ValueError(
                     f"special token {name} id {getattr(special_token_ids, name)} is outside "
                     f"vocab_size={config.vocab_size}; the vocabulary and the config disagree"
                 )
-        self.objective = get_objective(config.objective)(config, special_token_ids)
-        networks = set(self.objective.networks)
-
-        # `discriminator` is always the full-size encoder, the one to fine-tune;
-        # the layers the objective does not use are None (docs/pretraining.md).
-        self.generator = self.generator_head = None
-        if "generator" in networks:
-            self.embeddings, generator_embeddings = build_shared_embeddings(config)
-            self.generator = build_generator_encoder(config, generator_embeddings,
-                                                     name="generator")
-            self.generator_head = build_generator_head(
-                generator_embeddings.token_embedding,
-                layer_norm_epsilon=config.layer_norm_eps,
-                initializer_range=config.initializer_range,
-            )
-        else:
-            self.embeddings = build_embeddings(config, name="embeddings")
-        self.discriminator = build_encoder(config, self.embeddings, name="discriminator")
-        self.discriminator_head = None
-        if "discriminator_head" in networks:
-            self.discriminator_head = DiscriminatorHead(
-                config.hidden_size, initializer_range=config.initializer_range,
-                activation=config.hidden_act, name="discriminator_predictions",
-            )
-        # The full-size network's masked-LM head, tied to its token table.
-        self.mlm_head = None
-        if "mlm_head" in networks:
-            self.mlm_head = build_generator_head(
-                self.embeddings.token_embedding, layer_norm_epsilon=config.layer_norm_eps,
-                initializer_range=config.initializer_range, name="mlm_predictions")
-        # A copy gate: D = sigmoid(logit), the probability of copying the input
-        # token (same shape as the discriminator head).
-        self.copy_head = None
-        if "copy_head" in networks:
-            self.copy_head = DiscriminatorHead(
-                config.hidden_size, initializer_range=config.initializer_range,
-                activation=config.hidden_act, name="copy_gate")
-
+        objective = get_objective(config.objective)(config, special_token_ids)
+        # The networks the objective trains, every variable created now.
+        super().__init__(config, objective.networks, objective.mlm_head_on_every_position, **kwargs)
+        # Each train_step splits its (per-replica) batch into this many
+        # micro-batches, sums their gradients and applies one update.
+        self.grad_accum_steps = grad_accum_steps
+        self.special_token_ids = special_token_ids
+        self.objective = objective
         _metrics.create_metrics(self, self.objective.metric_names)
-        # Create every variable now, inside whatever strategy scope is active,
-        # so that `fit` never builds layers inside a replica context.
-        self._build_networks()
-
-    # ------------------------------------------------------------------ build
-    def _build_networks(self):
-        cfg = self.config
-        seq = cfg.max_seq_length
-        shape = {"input_ids": (None, seq), "input_mask": (None, seq), "segment_ids": (None, seq)}
-        if self.generator is not None:
-            self.generator.build(shape)
-            self.generator_head.build((None, seq, cfg.generator_hidden_dim),
-                                      (None, cfg.predictions_per_seq))
-        self.discriminator.build(shape)
-        for head in (self.discriminator_head, self.copy_head):
-            if head is not None:
-                head.build((None, seq, cfg.hidden_size))
-        if self.mlm_head is not None:
-            every = self.objective.mlm_head_on_every_position
-            self.mlm_head.build((None, seq, cfg.hidden_size),
-                                (None, seq if every else cfg.predictions_per_seq))
-        self.built = True
-
-    def build(self, input_shape=None):
-        # All sub-layers are built in __init__; Keras may still call this.
-        self.built = True
 
     @property
     def metrics(self):
         return _metrics.model_metrics(self)
-
-    def merged_discriminator(self):
-        """The full-size encoder to save for fine-tuning (GDES: with E_gen + E_delta merged)."""
-        return merged_discriminator(self)
 
     # ---------------------------------------------------------------- forward
     def _step(self):

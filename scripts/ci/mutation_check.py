@@ -180,11 +180,11 @@ MUTANTS: List[Mutant] = [
            "baseline = totals[0] / (totals[1] + 1e-6)", "baseline = 0.0 * totals[0]", False,
            tests=OTHER_OBJECTIVE_TESTS),
     # --- embeddings and the pre-trainer's step
-    Mutant("embeddings not shared", "electra_tf/pretrain/embedding_sharing.py",
+    Mutant("embeddings not shared", "electra_tf/models/embedding_sharing.py",
            'if mode == "shared":\n        return embeddings, embeddings',
            'if mode == "shared":\n        return embeddings, build_embeddings(config, name="generator_embeddings")',
            True, tests=STEP_TESTS),
-    Mutant("gdes without stop_gradient", "electra_tf/pretrain/embedding_sharing.py",
+    Mutant("gdes without stop_gradient", "electra_tf/models/embedding_sharing.py",
            "return (tf.stop_gradient(tf.convert_to_tensor(self._base_table()))",
            "return (tf.convert_to_tensor(self._base_table())", True,
            tests=["tests/pretrain/test_electric_gdes.py"], select="gdes and not mirrored"),

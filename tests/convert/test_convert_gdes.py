@@ -1,6 +1,6 @@
 """A model pre-trained with embedding_sharing=gdes, exported with `--to google` and `--to hf`.
 
-Its discriminator's token table is E_gen + E_delta (pretrain/embedding_sharing.py):
+Its discriminator's token table is E_gen + E_delta (models/embedding_sharing.py):
 the exports hold that merged table for the discriminator and E_gen for the generator
 (whose embeddings are its own, as with embedding_sharing=none).
 """

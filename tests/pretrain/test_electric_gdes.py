@@ -14,7 +14,7 @@ import tensorflow as tf
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.models.saving import load_encoder, save_pretrained
 from electra_tf.pretrain import METRIC_NAMES, metric_names
-from electra_tf.pretrain.embedding_sharing import DeltaEmbedding
+from electra_tf.models.embedding_sharing import DeltaEmbedding
 
 from helpers import (PRETRAIN_SEQ as SEQ, PRETRAIN_VOCAB_SIZE as VOCAB, cross_entropy,
                      pretrain_forward as forward, pretrain_batch as make_batch,

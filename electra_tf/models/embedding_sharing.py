@@ -19,7 +19,7 @@ import keras_hub
 import tensorflow as tf
 
 from electra_tf.keras_compat import untrack
-from electra_tf.models import build_embeddings, build_encoder
+from electra_tf.models.builders import build_embeddings, build_encoder
 
 
 class DeltaEmbedding(keras_hub.layers.ReversibleEmbedding):
@@ -98,7 +98,7 @@ def merged_discriminator(pretrainer):
     token table E_gen + E_delta; otherwise the pre-trainer's own encoder.
 
     Args:
-        pretrainer: an `ElectraPretrainer`.
+        pretrainer: an `ElectraPretrainingModel` (or the `ElectraPretrainer` that extends it).
     """
     encoder = pretrainer.discriminator
     token = encoder.embeddings.token_embedding
