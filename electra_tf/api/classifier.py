@@ -72,8 +72,9 @@ class ElectraClassifier(keras.Model):
 
     Attributes:
       preprocessor: the `ElectraPreprocessor`.
-      encoder: the `ElectraEncoder`.
-      backbone: the encoder + head model (`ClassifierModel`, what fine-tuning trains).
+      backbone: the `ElectraEncoder` (as keras-hub's `TextClassifier.backbone`).
+      encoder: the same `ElectraEncoder`.
+      classifier_model: the encoder + head model (`ClassifierModel`, what fine-tuning trains).
     """
 
     def __init__(self, config, vocabulary, labels: Optional[Sequence[str]] = None,
@@ -108,9 +109,10 @@ class ElectraClassifier(keras.Model):
         if do_lower_case is not None and bool(do_lower_case) != normalization.lower_case:
             normalization = TextNormalization.create(bool(do_lower_case), None, normalization.mode)
         self.preprocessor = ElectraPreprocessor(vocabulary, sequence_length, normalization=normalization)
-        self.backbone = ClassifierModel(build_encoder(cfg), 1 if regression else len(self.label_names), regression,
-                                        cfg.hidden_dropout_prob, cfg.initializer_range, two_layer_head, pooling=pooling)
-        build_and_call(self.backbone, min(8, sequence_length))
+        self.classifier_model = ClassifierModel(
+            build_encoder(cfg), 1 if regression else len(self.label_names), regression, cfg.hidden_dropout_prob,
+            cfg.initializer_range, two_layer_head, pooling=pooling)
+        build_and_call(self.classifier_model, min(8, sequence_length))
         self.built = True
         self.compile()
 
@@ -129,8 +131,13 @@ class ElectraClassifier(keras.Model):
         return max(epochs, -(-floor // max(1, int(steps_per_epoch))))
 
     @property
+    def backbone(self):
+        """The `ElectraEncoder` under the head (keras-hub's name for it)."""
+        return self.classifier_model.encoder
+
+    @property
     def encoder(self):
-        return self.backbone.encoder
+        return self.classifier_model.encoder
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -189,7 +196,7 @@ class ElectraClassifier(keras.Model):
         model = cls(found.config, found.vocab, labels=labels, num_classes=num_classes, sequence_length=seq, **kwargs)
         model._size_defaults.update({k: v for k, v in chosen.items() if k in model._size_defaults})
         if same_head:
-            load_weights_only(model.backbone, found.weights)  # encoder + head, as fine-tuning saved them
+            load_weights_only(model.classifier_model, found.weights)  # encoder + head, as fine-tuning saved them
         elif found.fine_tuned:
             encoder, _ = load_encoder(found.model_dir)  # the fine-tuned encoder, under a new head
             model.encoder.set_weights(encoder.get_weights())
@@ -204,7 +211,7 @@ class ElectraClassifier(keras.Model):
     # ------------------------------------------------------------------ Keras
     def call(self, inputs, training=None):
         features = inputs if isinstance(inputs, dict) else self.preprocessor(inputs)
-        return self.backbone(features, training=training)
+        return self.classifier_model(features, training=training)
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
         """Keras `compile` with defaults: cross-entropy on logits (MSE for a regression),
@@ -231,7 +238,7 @@ class ElectraClassifier(keras.Model):
     def finetune_optimizer(self, train_steps: int):
         """The optimizer `finetune` would use for `train_steps` steps (see `compile`): its
         `make_optimizer` with `finetune`'s defaults and this model size's rate and decay."""
-        return make_optimizer(self.backbone, self.encoder, Settings.defaults(), self._size_defaults["learning_rate"],
+        return make_optimizer(self.classifier_model, self.encoder, Settings.defaults(), self._size_defaults["learning_rate"],
                               self._size_defaults["layerwise_lr_decay"], train_steps)[0]
 
     @staticmethod
@@ -318,7 +325,7 @@ class ElectraClassifier(keras.Model):
         os.makedirs(path, exist_ok=True)
         vocab = os.path.join(path, "vocab.txt")
         write_text_atomic(vocab, "".join(token + "\n" for token in self.preprocessor.vocabulary))
-        save_classifier(path, self.backbone, self.electra_config, vocab, self.label_names, "electra_classifier",
+        save_classifier(path, self.classifier_model, self.electra_config, vocab, self.label_names, "electra_classifier",
                         pair=self.pair, max_seq_length=self.preprocessor.sequence_length, regression=self.regression,
                         two_layer_head=self.two_layer_head, pooling=self.pooling,
                         do_lower_case=self.preprocessor.do_lower_case, normalization=self.preprocessor.normalization)

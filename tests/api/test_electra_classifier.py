@@ -64,12 +64,14 @@ def test_from_pretrained_fit_predict_save_load(run_dir, reviews, tmp_path):
         encoder, config = load_encoder(str(path))
         assert config.hidden_size == 32 and len(encoder.get_weights()) == len(reference.get_weights())
 
+    # keras-hub's meaning: the backbone is the encoder; the encoder + head is the classifier model.
+    assert clf.backbone is clf.encoder is clf.classifier_model.encoder
     clf.compile(optimizer=keras.optimizers.AdamW(1e-3))
     data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(32)  # string labels
-    before = [w.copy() for w in clf.backbone.get_weights()]
+    before = [w.copy() for w in clf.classifier_model.get_weights()]
     history = clf.fit(data, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
-    assert any(not np.array_equal(a, b) for a, b in zip(before, clf.backbone.get_weights()))
+    assert any(not np.array_equal(a, b) for a, b in zip(before, clf.classifier_model.get_weights()))
     probs = clf.predict(texts[:10])
     assert probs.shape == (10, 2) and np.allclose(probs.sum(-1), 1.0, atol=1e-5)
     assert clf.predict_labels(texts[:10]) == [["negative", "positive"][i] for i in probs.argmax(-1)]
@@ -86,7 +88,7 @@ def test_from_pretrained_fit_predict_save_load(run_dir, reviews, tmp_path):
     config = clf.get_config()
     again = ElectraClassifier.from_config(config)
     assert again.get_config() == config
-    again.backbone.set_weights(clf.backbone.get_weights())
+    again.classifier_model.set_weights(clf.classifier_model.get_weights())
     np.testing.assert_allclose(again.predict(texts[:4]), probs[:4], atol=1e-6)
 
     # A fine-tuned directory with other labels: its fine-tuned encoder under a new head.
@@ -241,7 +243,7 @@ def test_fit_uses_finetunes_optimizer_spec_and_stops_on_nan(run_dir, reviews):
     assert isinstance(opt, ElectraAdamW) and int(opt.iterations.numpy()) == 12
     s = Settings(task="own_data", init="random", data_dir=None, output_dir="")
     lr, decay = clf._size_defaults["learning_rate"], clf._size_defaults["layerwise_lr_decay"]
-    want, mult = make_optimizer(clf.backbone, clf.encoder, s, lr, decay, 12)
+    want, mult = make_optimizer(clf.classifier_model, clf.encoder, s, lr, decay, 12)
     assert opt.lr_multipliers == dict(mult) and len(mult) == len(clf.trainable_variables)
     assert (opt.clip_norm, opt.weight_decay) == (want.clip_norm, want.weight_decay) == (1.0, 0.01)
     schedule, want_schedule = opt._learning_rate, want._learning_rate  # the schedules (Keras keeps them there)
