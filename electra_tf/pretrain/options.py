@@ -189,13 +189,12 @@ def _run_vocab_size(model_dir: str) -> Optional[int]:
 
 
 def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: str,
-                      log: Callable[[str], None]) -> ElectraConfig:
+                      log: Callable[[str], None], settled: dict) -> ElectraConfig:
     """--data_dir / --eval_data_dir / --vocab_file against their manifests; returns the config
-    with the shards' casing and vocabulary size."""
+    with the shards' casing and vocabulary size, and the `settled` fields."""
     data_dir, vocab_file = opts.data_dir, opts.vocab_file
     manifest = _manifest_of(data_dir, "data_dir")
-    if opts.eval_data_dir:
-        _manifest_of(opts.eval_data_dir, "eval_data_dir")
+    eval_manifest = _manifest_of(opts.eval_data_dir, "eval_data_dir") if opts.eval_data_dir else None
     if not vocab_file:
         fail("--vocab_file is required with --data_dir (the vocab.txt the shards were built with)")
     # The shards' text normalisation: the model (config.json of the final directory, which fine-tuning,
@@ -203,12 +202,12 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
     # must have the same.
     data_norm = _data_normalization(manifest, data_dir, "data_dir")
     if opts.eval_data_dir:
-        eval_norm = _data_normalization(_manifest_of(opts.eval_data_dir, "eval_data_dir"), opts.eval_data_dir,
-                                        "eval_data_dir")
+        eval_norm = _data_normalization(eval_manifest, opts.eval_data_dir, "eval_data_dir")
         if eval_norm != data_norm:
             fail(f"--eval_data_dir {opts.eval_data_dir} was tokenized with text normalisation ({eval_norm.describe()}) "
                  f"but --data_dir {data_dir} with ({data_norm.describe()}); rebuild one of them with the other's "
                  f"flags ({data_norm.flags()})")
+    changes = dict(settled)  # applied at the end: the checks in between read none of these fields
     if opts.init_from is not None or config.text_normalization is not None:
         where = f"--init {opts.init_from}" if opts.init_from is not None else "the config"
         if config.normalization != data_norm:
@@ -219,7 +218,7 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
         if data_norm.lower_case != config.do_lower_case:
             log(f"do_lower_case set to {data_norm.lower_case} from {data_dir}/manifest.json "
                 f"(config said {config.do_lower_case})")
-        config = config.with_normalization(data_norm)
+        changes.update(do_lower_case=data_norm.lower_case, text_normalization=data_norm.to_json())
     vocab_size = len(load_vocab(vocab_file)) if not is_remote(vocab_file) else None
     want = manifest.get("vocab_sha256")
     if want and _sha256(vocab_file) != want:
@@ -231,7 +230,9 @@ def _check_data_flags(opts: PretrainOptions, config: ElectraConfig, model_dir: s
         # The model's vocabulary is the one the shards were built with (a run
         # started with the config's vocab_size keeps it, so it resumes).
         log(f"vocab_size set to {vocab_size} from {vocab_file} (config said {config.vocab_size})")
-        config = config.replace(vocab_size=vocab_size)  # counted above; no second read
+        changes["vocab_size"] = vocab_size  # counted above; no second read
+    if changes:
+        config = config.replace(**changes)
     if vocab_size and vocab_size > config.vocab_size:
         fail(f"--vocab_file has {vocab_size} tokens but the config has vocab_size={config.vocab_size}; "
              f"add --override vocab_size={vocab_size}")
@@ -262,8 +263,9 @@ INIT_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_
 
 
 def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: bool,
-                     log: Callable[[str], None]):
-    """--init: (model directory, config with its shape, its vocab.txt); fails on a bad directory."""
+                     log: Callable[[str], None], settled: dict):
+    """--init: (model directory, config with its shape and the `settled` fields, its vocab.txt); fails on a
+    bad directory."""
     if embedded:
         fail("--init needs --data_dir and --config (the text to go on pre-training on, and the job's "
              "settings); build shards with that model's vocab.txt: build_pretraining_data --vocab_file "
@@ -279,7 +281,7 @@ def _init_from_model(opts: PretrainOptions, config: ElectraConfig, embedded: boo
         fail("--init starts the token table from the model directory's; embedding_sharing=gdes splits it "
              "in two; use --override embedding_sharing=shared (or none)")
     source = ElectraConfig.from_json(os.path.join(init_dir, CONFIG_FILE))
-    config = config.replace(**{k: getattr(source, k) for k in INIT_SHAPE_FIELDS})
+    config = config.replace(**settled, **{k: getattr(source, k) for k in INIT_SHAPE_FIELDS})
     if config.max_seq_length > source.max_position_embeddings:
         fail(f"max_seq_length={config.max_seq_length} exceeds the {source.max_position_embeddings} positions of "
              f"--init {opts.init_from}; use --override max_seq_length=<at most that>")
@@ -331,22 +333,71 @@ def _check_time_and_snapshots(opts: PretrainOptions, strategy_name: str) -> None
 
 def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPlan:
     """Step 1 of a job: cheap checks, nothing written yet and no TensorFlow op run
-    (except the GPU query that --jit_compile with --strategy=mirrored needs)."""
+    (except the GPU query that --jit_compile with --strategy=mirrored needs).
+
+    Each group of flags is checked once, in the order below; the config is built from its file,
+    then once with the flags that set its fields (seed, learning rate, overrides), and once more
+    with what --warmup_proportion, --init and the data settle (no check in between reads those)."""
     embedded = opts.data_dir is None
+    config = _flag_config(opts, embedded)
+    _check_counts(opts, embedded)
+    strategy_name = distribution.resolve_name(opts.strategy, opts.tpu)
+    if embedded and strategy_name in ("multi_worker", "tpu"):
+        fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
+             f"(shards on a path every worker can read, e.g. gs://)")
+    distribution.check_jit_compile(strategy_name, opts.jit_compile)
+    _check_time_and_snapshots(opts, strategy_name)
+    train_steps, batch_size, save_every, log_every, settled = _step_plan(opts, config, embedded)
+    model_dir, remote = _output_dir(opts, embedded)
+
+    continue_from = None
+    if opts.continue_from is not None:
+        continue_from = _continue_from_checkpoint(opts.continue_from, model_dir, embedded)
+    init_dir = None
+    if opts.init_from is not None:
+        init_dir, config, init_vocab = _init_from_model(opts, config, embedded, log, settled)
+        opts, settled = dataclasses.replace(opts, vocab_file=opts.vocab_file or init_vocab), {}
+    # Data flags (checked before the strategy: no op runs here).
+    if not embedded:
+        config = _check_data_flags(opts, config, model_dir, log, settled)
+    elif settled:
+        config = config.replace(**settled)
+    eval_every = opts.eval_every or save_every
+    if (opts.eval_data_dir or embedded) and eval_every % opts.steps_per_execution:
+        fail(f"--eval_every={eval_every} is not a multiple of --steps_per_execution={opts.steps_per_execution}")
+    return RunPlan(embedded=embedded, config=config, strategy_name=strategy_name, train_steps=train_steps,
+                   batch_size=batch_size, save_every=save_every, log_every=log_every, eval_every=eval_every,
+                   steps_per_execution=opts.steps_per_execution, model_dir=model_dir, remote=remote,
+                   data_dir=opts.data_dir, eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file,
+                   continue_from=continue_from, init_from=init_dir)
+
+
+def _flag_config(opts: PretrainOptions, embedded: bool) -> ElectraConfig:
+    """--config read, with --seed, --learning_rate and the --override's applied; the overrides checked
+    against the flags that set the same fields."""
     if opts.config is None and not embedded:
         fail("--config is required with --data_dir (e.g. --config configs/small.json)")
-    config_path = _resolve_config_path(opts.config)
-    config = ElectraConfig.from_json(config_path)
+    config = ElectraConfig.from_json(_resolve_config_path(opts.config))
+    flag_fields = {}
     if opts.seed is not None:
-        config = config.replace(seed=opts.seed)
+        flag_fields["seed"] = opts.seed
     if opts.learning_rate is not None:
         lr = opts.learning_rate
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < float("inf"):
             fail(f"--learning_rate={lr:g} must be a positive number" if isinstance(lr, (int, float))
                  else f"--learning_rate={lr!r} must be a positive number")
-        config = config.replace(learning_rate=float(lr))
-    config = config.with_overrides(opts.overrides)
+        flag_fields["learning_rate"] = float(lr)
+    if flag_fields:
+        config = config.replace(**flag_fields)
+    if opts.overrides:
+        config = config.with_overrides(opts.overrides)
     _check_overrides(opts, config, embedded)
+    return config
+
+
+def _check_counts(opts: PretrainOptions, embedded: bool) -> None:
+    """The flags that count (steps, batches, checkpoints), the precision, and the data flags the
+    embedded default has no use for."""
     for name in ("train_steps", "batch_size", "eval_every", "eval_steps", "log_every"):
         _positive(name, getattr(opts, name))
     if opts.save_every is not None and (isinstance(opts.save_every, bool) or not isinstance(opts.save_every, int)
@@ -361,23 +412,20 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         fail("--eval_data_dir/--vocab_file need --data_dir (without --data_dir the embedded default "
              "builds its own data from data/sample_corpus.txt)")
 
-    strategy_name = distribution.resolve_name(opts.strategy, opts.tpu)
-    if embedded and strategy_name in ("multi_worker", "tpu"):
-        fail(f"the embedded default runs on one machine; --strategy={strategy_name} needs --data_dir "
-             f"(shards on a path every worker can read, e.g. gs://)")
-    distribution.check_jit_compile(strategy_name, opts.jit_compile)
-    _check_time_and_snapshots(opts, strategy_name)
 
-    # The config's own values, the embedded default's included, so --override num_train_steps= and
-    # train_batch_size= act; the flags win over both (a flag that disagrees with an override is refused).
+def _step_plan(opts: PretrainOptions, config: ElectraConfig, embedded: bool):
+    """(train_steps, batch_size, save_every, log_every, config fields to set): the flags' values, else the
+    config's, the embedded default's included, so --override num_train_steps= and train_batch_size= act
+    (a flag that disagrees with an override is refused); --warmup_proportion's num_warmup_steps."""
     train_steps = opts.train_steps or config.num_train_steps
     batch_size = opts.batch_size or config.train_batch_size
+    settled = {}
     if opts.warmup_proportion is not None:
         p = opts.warmup_proportion
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
             fail(f"--warmup_proportion={p:g} must be a fraction between 0 and 1" if isinstance(p, (int, float))
                  else f"--warmup_proportion={p!r} must be a fraction between 0 and 1")
-        config = config.replace(num_warmup_steps=int(round(p * train_steps)))
+        settled["num_warmup_steps"] = int(round(p * train_steps))
     if opts.save_every == 0:  # only at the end
         save_every = train_steps
     else:
@@ -388,6 +436,11 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         if value % spe:
             fail(f"--{name}={value} is not a multiple of --steps_per_execution={spe}; "
                  f"checkpoints and the last step fall on execution boundaries, so make it one")
+    return train_steps, batch_size, save_every, log_every, settled
+
+
+def _output_dir(opts: PretrainOptions, embedded: bool):
+    """(--output_dir, whether it is remote): given (or the embedded default's) and writable."""
     model_dir = opts.model_dir or (DEFAULT_MODEL_DIR if embedded else None)
     if not model_dir:
         fail("--output_dir is required with --data_dir (where checkpoints and the model go)")
@@ -396,24 +449,4 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
         problem = output_dir_problem(model_dir)
         if problem:
             fail(f"cannot write to --output_dir '{model_dir}' ({problem}); choose a writable directory")
-
-    continue_from = None
-    if opts.continue_from is not None:
-        continue_from = _continue_from_checkpoint(opts.continue_from, model_dir, embedded)
-
-    init_dir = None
-    if opts.init_from is not None:
-        init_dir, config, init_vocab = _init_from_model(opts, config, embedded, log)
-        opts = dataclasses.replace(opts, vocab_file=opts.vocab_file or init_vocab)
-
-    # Data flags (checked before the strategy: no op runs here).
-    if not embedded:
-        config = _check_data_flags(opts, config, model_dir, log)
-    eval_every = opts.eval_every or save_every
-    if (opts.eval_data_dir or embedded) and eval_every % spe:
-        fail(f"--eval_every={eval_every} is not a multiple of --steps_per_execution={spe}")
-    return RunPlan(embedded=embedded, config=config, strategy_name=strategy_name, train_steps=train_steps,
-                   batch_size=batch_size, save_every=save_every, log_every=log_every, eval_every=eval_every,
-                   steps_per_execution=spe, model_dir=model_dir, remote=remote, data_dir=opts.data_dir,
-                   eval_dir=opts.eval_data_dir, vocab_file=opts.vocab_file, continue_from=continue_from,
-                   init_from=init_dir)
+    return model_dir, remote
