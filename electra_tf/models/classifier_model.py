@@ -1,5 +1,6 @@
-"""The fine-tuned sequence classifier: `ClassifierModel` (encoder + `ClassificationHead`), and
-`build_and_call`, which builds any fine-tuning model's variables.
+"""The fine-tuned sequence classifier: `ClassifierModel` (encoder + `ClassificationHead`), the
+`LabelledClassifierModel` that also carries its label names and columns, their loss
+`ClassOrScoreLoss`, and `build_and_call`, which builds any fine-tuning model's variables.
 
 Fine-tuning trains it (finetune/tasks), export and the api load it; its constructor arguments are
 its Keras config (`get_config`, the encoder serialized as a nested layer), so `from_config`
@@ -49,6 +50,41 @@ class ClassifierModel(ConfigFields, keras.Model):
                       input_mask=inputs["input_mask"], training=training)
         x = ops.cast(x, "float32")
         return ops.squeeze(x, -1) if self.regression else x
+
+
+class LabelledClassifierModel(ClassifierModel):
+    """`ClassifierModel` that knows its label set and the columns it read (what fine-tuning on
+    own files records in the saved classifier folder).
+
+    The same layers as `ClassifierModel`, so its weights load into one (export, predict).
+
+    Args:
+      label_set: the `LabelSet` of the training file (finetune/readers/own_data.py).
+      columns: the `Columns` read.
+      *args, **kwargs: `ClassifierModel`'s.
+    """
+
+    def __init__(self, label_set, columns, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label_set = label_set
+        self.columns = columns
+
+
+class ClassOrScoreLoss(keras.losses.Loss):
+    """Cross-entropy on class logits [batch, C], mean squared error on scores [batch].
+
+    The task object is stateless, so the loss reads classification or
+    regression from the rank of the model's output (`ClassifierModel` squeezes
+    a regression's single output).
+    """
+
+    def __init__(self, name: str = "class_or_score_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        if len(y_pred.shape) == 1:
+            return keras.ops.square(keras.ops.cast(y_true, y_pred.dtype) - y_pred)
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
 
 
 def build_and_call(model, max_seq_length, extra=None):
