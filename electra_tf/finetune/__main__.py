@@ -19,6 +19,7 @@ from absl import flags
 
 from electra_tf.cli import parse_flags, report_error, report_interrupted, run_absl
 from electra_tf.config import ConfigError
+from electra_tf.data.table_files import TextFileError
 from electra_tf.data.vocab import VocabError
 from electra_tf.finetune.readers import glue_data, squad_data, tagging_data
 from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError
@@ -146,7 +147,7 @@ def run(values) -> int:
         settings = settings_from_flags(values)
     except FinetuneError as e:
         return report_error(str(e))
-    expected = (FinetuneError, glue_data.GlueDataError, squad_data.SquadDataError, tagging_data.TaggingDataError,
+    expected = (FinetuneError, TextFileError, glue_data.GlueDataError, squad_data.SquadDataError, tagging_data.TaggingDataError,
                 LayerwiseLRError, ConfigError, VocabError, StrategyError)
     try:
         run_task(settings)

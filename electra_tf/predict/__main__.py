@@ -88,7 +88,7 @@ def _check_output(args) -> None:
 
 
 def _columns(args, predictor, reader) -> Tuple[str, str]:
-    from electra_tf.finetune.readers.own_data import Columns, resolve_text_column
+    from electra_tf.data.table_columns import Columns, resolve_text_column
     from electra_tf.predict import PredictError
 
     text = args.text_column or predictor.columns.get("text")
@@ -172,7 +172,7 @@ def run(args) -> Dict:
     """Predicts every row of --input_file into --output_file; returns a summary."""
     from tqdm import tqdm
 
-    from electra_tf.finetune.readers.text_files import TableReader
+    from electra_tf.data.table_files import TableReader
     from electra_tf.predict import Predictor
 
     _check_output(args)

@@ -26,6 +26,8 @@ import pytest
 from finetune.cli_helpers import finetune_main, predict_main
 from finetune.conftest import write_vocab
 
+pytestmark = pytest.mark.large  # fine-tunes, predicts and exports through the CLI: not in the fast tier
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 LABEL_NAMES = {"0": "negative", "1": "positive"}
 
@@ -82,7 +84,8 @@ def settings(reviews, out, **changes):
 
 # ------------------------------------------------------------------ reading files
 def test_csv_tsv_jsonl_and_gz_read_the_same_rows(tmp_path):
-    from electra_tf.finetune.readers.own_data import Columns, read_examples
+    from electra_tf.data.table_columns import Columns
+    from electra_tf.finetune.readers.own_data import read_examples
 
     rows = [("a film, \"quoted\"", "pos"), ("bad", "neg"), ("ok\nsecond line", "pos")]
     paths = [write_csv(tmp_path / "x.csv", ["text", "label"], rows)]
@@ -104,7 +107,7 @@ def test_csv_tsv_jsonl_and_gz_read_the_same_rows(tmp_path):
 
 def test_label_set_strings_integers_and_decimals():
     from electra_tf.finetune.readers.own_data import Examples, LabelSet
-    from electra_tf.finetune.readers.text_files import TextFileError
+    from electra_tf.data.table_files import TextFileError
 
     strings = LabelSet.from_training_labels(["shipping", "billing", "other", "billing"], "t.csv")
     assert strings == LabelSet(False, ("billing", "other", "shipping"))
@@ -415,7 +418,7 @@ def test_integer_ratings_are_classes_unless_label_type_says_regression(reviews, 
 
 def test_rows_stream_without_reading_the_whole_file(tmp_path):
     """predict's reader yields rows as it reads (a file of any size runs in bounded memory)."""
-    from electra_tf.finetune.readers.text_files import TableReader
+    from electra_tf.data.table_files import TableReader
     from electra_tf.predict.__main__ import _batches
 
     path = tmp_path / "big.csv.gz"

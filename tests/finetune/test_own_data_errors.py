@@ -364,8 +364,9 @@ def test_bad_input(case, tmp_path, capsys, model_files, classifier_dir):
 
 
 def test_gzip_csv_with_a_latin1_line_names_the_line(tmp_path):
-    from electra_tf.finetune.readers.own_data import Columns, read_examples
-    from electra_tf.finetune.readers.text_files import TextFileError
+    from electra_tf.data.table_columns import Columns
+    from electra_tf.data.table_files import TextFileError
+    from electra_tf.finetune.readers.own_data import read_examples
 
     path = tmp_path / "train.csv.gz"
     with gzip.open(path, "wb") as f:

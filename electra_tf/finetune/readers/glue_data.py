@@ -15,7 +15,7 @@ import sys
 from typing import List, Optional, Sequence, Tuple
 
 from electra_tf.errors import ElectraError
-from electra_tf.finetune.readers.text_files import utf8_lines
+from electra_tf.data.table_files import utf8_lines
 
 # GLUE's sentences can be long (MNLI parses); lift csv's 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))

@@ -1,7 +1,8 @@
 """The user's own labelled files as fine-tuning data: columns, labels, validation split.
 
 `read_examples` reads the text (and optional second text) and label of every
-row of a CSV / TSV / JSON Lines file (`text_files.TableReader`). A text that
+row of a CSV / TSV / JSON Lines file (`electra_tf.data.table_files.TableReader`;
+the columns: `electra_tf.data.table_columns`). A text that
 is missing, null, empty or only whitespace is refused (naming its line), in
 every file: a row without text teaches nothing and cannot be predicted.
 `LabelSet` decides, from the training file's labels alone, what is learnt
@@ -29,25 +30,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from electra_tf.finetune.readers.text_files import TableReader, TextFileError
+from electra_tf.data.table_columns import Columns, check_columns, joined_with_and
+from electra_tf.data.table_files import TableReader, TextFileError
 
-DEFAULT_TEXT_COLUMNS = ("text", "sentence")  # tried in this order when --text_column is not given
-DEFAULT_LABEL_COLUMN = "label"
 LABEL_TYPES = ("auto", "classification", "regression")  # --label_type
-
-
-@dataclasses.dataclass(frozen=True)
-class Columns:
-    """Which columns hold the text, the optional second text and the label.
-
-    Attributes:
-      text: --text_column, or None for the first of `DEFAULT_TEXT_COLUMNS` present.
-      pair: --text_pair_column, or None for single texts.
-      label: --label_column.
-    """
-    text: Optional[str] = None
-    pair: Optional[str] = None
-    label: str = DEFAULT_LABEL_COLUMN
 
 
 @dataclasses.dataclass
@@ -76,64 +62,6 @@ class Examples:
         pick = lambda values: None if values is None else [values[i] for i in index]  # noqa: E731
         return Examples(pick(self.texts), pick(self.pairs), pick(self.labels), pick(self.lines),
                         self.text_column, self.pair_column)
-
-
-def _columns_line(reader: TableReader) -> str:
-    return ", ".join(reader.columns) if reader.columns else "(none)"
-
-
-def resolve_text_column(reader: TableReader, columns: Columns) -> str:
-    """The text column of `reader`'s file: --text_column, or the first default present."""
-    text, missing = _find_text_column(reader, columns)
-    if missing:
-        raise TextFileError(_missing_columns_message(reader, [missing]))
-    return text
-
-
-def _find_text_column(reader: TableReader, columns: Columns):
-    """(the text column, None), or (None, (what is missing, its fix)) when the file lacks it."""
-    if columns.text is not None:
-        if columns.text in reader.columns:
-            return columns.text, None
-        return None, (f"no column {columns.text!r}", "name the text column with --text_column")
-    for name in DEFAULT_TEXT_COLUMNS:
-        if name in reader.columns:
-            return name, None
-    return None, ("no 'text' or 'sentence' column", "name the text column with --text_column")
-
-
-def _missing_columns_message(reader: TableReader, missing) -> str:
-    """One line for every column the file lacks: what is missing, the columns there are, each fix."""
-    what = [m for m, _ in missing]
-    fixes = [f for _, f in missing]
-    if len(fixes) > 1:  # "name the text column with --text_column and the label column with --label_column"
-        fixes = [fixes[0]] + [f[len("name "):] if f.startswith("name ") else f for f in fixes[1:]]
-    return (f"{reader.flag} {reader.path} has {_and(what)}; its columns are: {_columns_line(reader)}; "
-            f"{_and(fixes)}")
-
-
-def _and(parts: Sequence[str]) -> str:
-    parts = list(parts)
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def check_columns(reader: TableReader, columns: Columns, need_labels: bool) -> str:
-    """The text column of `reader`'s file; every column it lacks is named in one `TextFileError`.
-
-    Args:
-      reader: the open file.
-      columns: the columns asked for.
-      need_labels: the label column is required (training and validation files).
-    """
-    text, missing = _find_text_column(reader, columns)
-    missing = [missing] if missing else []
-    if columns.pair is not None and columns.pair not in reader.columns:
-        missing.append((f"no column {columns.pair!r}", "name the second text's column with --text_pair_column"))
-    if need_labels and columns.label not in reader.columns:
-        missing.append((f"no column {columns.label!r}", "name the label column with --label_column"))
-    if missing:
-        raise TextFileError(_missing_columns_message(reader, missing))
-    return text
 
 
 def read_examples(path: str, flag: str, columns: Columns, need_labels: bool = True,
@@ -165,8 +93,8 @@ def read_examples(path: str, flag: str, columns: Columns, need_labels: bool = Tr
                 break
             absent = [(column, what) for column, what in needed if column not in row]
             if absent:  # JSON Lines: a later object without the keys
-                raise TextFileError(f"{flag} {path}:{line}: {_and([f'no {c!r}' for c, _ in absent])} key; every "
-                                    f"object needs the {_and([w for _, w in absent])} "
+                raise TextFileError(f"{flag} {path}:{line}: {joined_with_and([f'no {c!r}' for c, _ in absent])} key; every "
+                                    f"object needs the {joined_with_and([w for _, w in absent])} "
                                     f"column{'s' if len(absent) > 1 else ''}")
             out.texts.append(_cell(row, text_col, path, flag, line, "text"))
             if out.pairs is not None:

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from electra_tf.errors import ElectraError
-from electra_tf.finetune.readers.text_files import utf8_lines
+from electra_tf.data.table_files import utf8_lines
 
 
 class SquadDataError(ElectraError, ValueError):

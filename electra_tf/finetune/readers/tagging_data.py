@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from electra_tf.errors import ElectraError
-from electra_tf.finetune.readers.text_files import utf8_lines
+from electra_tf.data.table_files import utf8_lines
 
 
 class TaggingDataError(ElectraError, ValueError):

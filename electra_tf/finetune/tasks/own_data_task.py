@@ -29,6 +29,8 @@ from typing import Dict, List, Optional, Tuple
 import keras
 import numpy as np
 
+from electra_tf.data.table_columns import Columns
+from electra_tf.data.table_files import TextFileError
 from electra_tf.finetune.own_data_report import (CLASS_COLUMNS, SCORE_COLUMNS, baseline, data_summary,
                                                   format_own_table, summary_lines, write_predictions)
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
@@ -36,9 +38,8 @@ from electra_tf.finetune.modeling.classifier_dir import save_classifier
 from electra_tf.finetune.tasks.task_metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,
                                          spearman)
 from electra_tf.models.classifier_model import ClassOrScoreLoss, LabelledClassifierModel
-from electra_tf.finetune.readers.own_data import Columns, Examples, LabelSet, read_examples, stratified_split
+from electra_tf.finetune.readers.own_data import Examples, LabelSet, read_examples, stratified_split
 from electra_tf.finetune.settings import FinetuneError, Settings
-from electra_tf.finetune.readers.text_files import TextFileError
 from electra_tf.finetune.readers.tokenization import encode_classification
 
 TASK_NAME = "own_data"

@@ -1,4 +1,4 @@
-"""Reading the user's own labelled text: CSV, TSV and JSON Lines files, optionally gzipped.
+"""Reading the user's own text tables: CSV, TSV and JSON Lines files, optionally gzipped.
 
 The format comes from the file name: `.csv`, `.tsv` or `.jsonl` (`.json` is
 taken as JSON Lines too), each optionally followed by `.gz`. CSV and TSV files
@@ -13,7 +13,8 @@ build_pretraining_data follow). Rows are yielded one at a time: `predict`
 streams files of any size through `TableReader` in bounded memory.
 
 Every problem is one `TextFileError` line naming the file, the line and the
-fix.
+fix. Fine-tuning (`--train_file`) and `predict` (`--input_file`) read them; which
+column holds the text is `table_columns.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import sys
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from electra_tf.finetune.settings import FinetuneError
+from electra_tf.data.data_errors import DataError
 
 # Reviews and articles can be long: lift csv's 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -33,8 +34,8 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
-class TextFileError(FinetuneError):
-    """A labelled text file (or one of its rows) that cannot be used."""
+class TextFileError(DataError):
+    """A text table (or one of its rows) that cannot be used."""
 
 
 def file_format(path: str, flag: str) -> str:
