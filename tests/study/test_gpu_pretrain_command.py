@@ -17,6 +17,8 @@ import pytest
 
 from helpers import error_lines
 
+pytestmark = pytest.mark.large  # runs the GPU script's verbs on the CPU: not in the fast tier
+
 SCRIPT = "scripts/gpu/pretrain_small_imdb.py"
 SMALL = ["--config", "tiny", "--pretrain_flags", "", "--xla_flags", "", "--batch", "16", "--warmup", "10",
          "--log_every", "10", "--snapshot_minutes", "0.1", "--reserve_minutes", "0.3", "--pack_seconds", "0",
@@ -50,11 +52,21 @@ def stored_dtypes(path):
     return found
 
 
-def load_script(repo_root):
-    spec = importlib.util.spec_from_file_location("pretrain_small_imdb", repo_root / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# The script's modules, each after those it imports: running the script finds them beside it (its
+# folder first on sys.path); here each is loaded from its file and registered under its own name.
+SCRIPT_MODULES = ("imdb_common", "step_timing", "imdb_stage", "imdb_receive", "imdb_run", "imdb_timing",
+                  "imdb_unpack", "pretrain_small_imdb")
+
+
+def load_script(repo_root, name="pretrain_small_imdb"):
+    for module_name in SCRIPT_MODULES:
+        if module_name not in sys.modules:
+            path = repo_root / "scripts" / "gpu" / f"{module_name}.py"
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +118,7 @@ def test_stage_builds_the_data_here_and_cuts_it_into_call_sized_pieces_that_rece
 
 
 def test_the_data_goes_into_the_room_the_last_tensorflow_part_leaves(repo_root):
-    plan = load_script(repo_root).plan_calls
+    plan = load_script(repo_root, "imdb_stage").plan_calls
     mib = 2**20
     assert plan([("tf_part_00", 30 * mib), ("tf_part_01", 12 * mib)], 40 * mib, 30 * mib) == [
         (["tf_part_00"], 0), (["tf_part_01", "data_00"], 18 * mib), (["data_01"], 22 * mib)]
@@ -211,7 +223,7 @@ def test_a_run_over_two_calls_pauses_after_a_checkpoint_and_resumes_with_the_cac
 def test_a_call_stops_after_the_checkpoint_that_lands_last_and_never_during_the_final_save(repo_root):
     """stop_reason on hand-made times: 100 s to the deadline, 10 more to the budget's end, 2 steps a
     second, a checkpoint every 20 steps (10 s)."""
-    stop = load_script(repo_root).stop_reason
+    stop = load_script(repo_root, "imdb_run").stop_reason
     decided = {"end_step": 1000, "steps_per_second": 2.0}
     args = dict(deadline=100.0, hard_end=110.0, decided=decided, save_every=20)
     assert stop(now=0.0, newest_step=None, fresh=False, **{**args, "decided": {}}) is None  # nothing measured
