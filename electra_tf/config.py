@@ -245,9 +245,11 @@ class ElectraConfig:
         """The text normalisation of this model (nfkc_casefold with `do_lower_case` when none is recorded)."""
         return from_record(self.to_dict(), "config")
 
-    def with_normalization(self, normalization: TextNormalization) -> "ElectraConfig":
-        """A copy recording `normalization` (and its casing as do_lower_case)."""
-        return self.replace(do_lower_case=normalization.lower_case, text_normalization=normalization.to_json())
+    def with_normalization(self, normalization: TextNormalization, **changes: Any) -> "ElectraConfig":
+        """A copy recording `normalization` (and its casing as do_lower_case), with `changes` (one copy
+        built and validated for both)."""
+        return self.replace(do_lower_case=normalization.lower_case, text_normalization=normalization.to_json(),
+                            **changes)
 
     # (De)serialisation ------------------------------------------------------
     def to_dict(self) -> dict:

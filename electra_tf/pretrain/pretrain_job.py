@@ -28,7 +28,7 @@ from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.fileio import read_json, write_json_atomic
 from electra_tf.data.manifest import MANIFEST_NAME
 from electra_tf.data.normalization import from_record
-from electra_tf.data.vocab import special_token_ids
+from electra_tf.data.vocab import load_vocab, special_token_ids
 from electra_tf.pretrain.collapse_detector import DiscriminatorCollapseDetector
 from electra_tf.pretrain.data_setup import (check_shards, data_loss_message, embedded_normalization, make_inputs,
                                             prepare_embedded_default, split_job_batch)
@@ -148,8 +148,8 @@ class PretrainJob:
             if self.chief and not plan.remote:
                 os.makedirs(model_dir, exist_ok=True)
             plan.data_dir, plan.eval_dir, plan.vocab_file = prepare_embedded_default(model_dir, plan.config, self.log)
-            plan.config = plan.config.for_vocab(plan.vocab_file).with_normalization(
-                embedded_normalization(plan.data_dir))
+            vocab_size = len(load_vocab(plan.vocab_file))  # the model takes the learned vocabulary's size
+            plan.config = plan.config.with_normalization(embedded_normalization(plan.data_dir), vocab_size=vocab_size)
             settings["config"] = plan.config.to_dict()
         settings["inputs"] = _input_fingerprints(plan)
         _check_resume(previous, settings, model_dir, self.run_path)
