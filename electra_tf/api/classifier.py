@@ -40,13 +40,13 @@ from electra_tf.finetune.model_recipe import read_model_recipe
 from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
-from electra_tf.finetune.settings import FinetuneError, Settings
+from electra_tf.finetune.settings import FinetuneError
 from electra_tf.finetune.settings import reinit_problem
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
-from electra_tf.finetune.training_setup import make_optimizer
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
+from electra_tf.training.finetune_optimizer import FinetuneOptimizerSettings, make_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,8 @@ class ElectraClassifier(keras.Model):
     def finetune_optimizer(self, train_steps: int):
         """The optimizer `finetune` would use for `train_steps` steps (see `compile`): its
         `make_optimizer` with `finetune`'s defaults and this model size's rate and decay."""
-        return make_optimizer(self.classifier_model, self.encoder, Settings.defaults(), self._size_defaults["learning_rate"],
+        return make_optimizer(self.classifier_model, self.encoder, FinetuneOptimizerSettings(),
+                              self._size_defaults["learning_rate"],
                               self._size_defaults["layerwise_lr_decay"], train_steps)[0]
 
     @staticmethod

@@ -22,12 +22,12 @@ from electra_tf.config import ConfigError
 from electra_tf.data.table_files import TextFileError
 from electra_tf.data.vocab import VocabError
 from electra_tf.finetune.readers import glue_data, squad_data, tagging_data
-from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError
 from electra_tf.finetune import own_data_flags
 from electra_tf.finetune.own_data_flags import define_own_data_flags, own_data_settings, resolve_task
 from electra_tf.finetune.finetune_job import run_task
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.training.distribution import StrategyError
+from electra_tf.training.layerwise_lr import LayerwiseLRError
 from electra_tf.training import shared_flags
 from electra_tf.training.shared_flags import define_shared_flags
 

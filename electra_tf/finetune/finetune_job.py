@@ -51,12 +51,12 @@ from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
                                           check_numbers, check_reinit)
 from electra_tf.finetune.readers.tokenization import FinetuneTokenizer
-from electra_tf.finetune.training_setup import (check_strategy, distribution_strategy, make_dataset,
-                                                make_optimizer, train_steps)
+from electra_tf.finetune.training_setup import check_strategy, distribution_strategy, make_dataset, train_steps
 from electra_tf.models import build_encoder
 from electra_tf.paths import output_dir_problem
 from electra_tf.training.callbacks import current_learning_rate
 from electra_tf.training.checkpoints import CheckpointError, CheckpointManager
+from electra_tf.training.finetune_optimizer import make_optimizer
 from electra_tf.training.shared_flags import PRECISION_POLICIES
 from electra_tf.training.trainer import TENSORBOARD_DIR, Trainer, precision_policy, settings_conflicts
 

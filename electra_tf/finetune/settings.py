@@ -13,6 +13,7 @@ import types
 from typing import Optional, Sequence
 
 from electra_tf.errors import ElectraError
+from electra_tf.training.finetune_optimizer import FinetuneOptimizerSettings
 from electra_tf.training.shared_flags import PRECISION_POLICIES
 
 
@@ -37,14 +38,14 @@ class Settings:
     seeds: Sequence[int] = (1,)  # the flag --seed (a comma-separated list)
     learning_rate: Optional[float] = None
     layerwise_lr_decay: Optional[float] = None
-    reference_lr_power: bool = False
+    reference_lr_power: bool = FinetuneOptimizerSettings.reference_lr_power
     epochs: Optional[float] = None
     batch_size: Optional[int] = None  # global: examples per optimizer step over all replicas (None: by size)
     eval_batch_size: int = 64
     max_seq_length: Optional[int] = None
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
+    warmup_proportion: float = FinetuneOptimizerSettings.warmup_proportion
+    weight_decay: float = FinetuneOptimizerSettings.weight_decay
+    clip_norm: float = FinetuneOptimizerSettings.clip_norm
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
     max_steps: Optional[int] = None  # the flag --train_steps: at most this many optimizer steps

@@ -12,10 +12,8 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
 from electra_tf.finetune.settings import Settings
 from electra_tf.training.distribution import check_jit_compile, create_strategy, resolve_name, split_cpu
-from electra_tf.training.optimization import OptimizerSpec, build_optimizer
 from electra_tf.training.shared_flags import check_one_machine
 
 
@@ -88,31 +86,6 @@ def make_dataset(x: Dict, y=None, batch_size: int = 32, shuffle_seed: Optional[i
         ds = ds.map(lambda features, *rest: (trim_to_longest(features, trim_multiple), *rest),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def make_optimizer(model, encoder, s: Settings, lr, decay, steps):
-    """Fine-tuning's optimizer: the one `OptimizerSpec` (peak `lr`, `steps` steps,
-    --warmup_proportion, --weight_decay, --clip_norm, linear decay) as an `ElectraAdamW`
-    with layer-wise learning rates.
-
-    The schedule is pre-training's (power 1 here); --clip_norm acts on the replica-summed
-    gradient, so --strategy mirrored takes the same step as one device.
-
-    Args:
-      model: the built fine-tuning model.
-      encoder: its encoder (layer depths are counted in it).
-      s: resolved settings, or `Settings.defaults()` (`ElectraClassifier`).
-      lr: peak learning rate.
-      decay: layer-wise learning-rate decay (1.0: none).
-      steps: total optimizer steps.
-
-    Returns:
-      (optimizer, {variable path: lr multiplier}).
-    """
-    spec = OptimizerSpec.from_warmup_proportion(lr, steps, s.warmup_proportion, weight_decay=s.weight_decay,
-                                                clip_norm=s.clip_norm or None)
-    mult = layerwise_lr_multipliers(model, encoder, decay, s.reference_lr_power)
-    return build_optimizer(spec, lr_multipliers=mult), mult
 
 
 def train_steps(n_train: int, s: Settings, epochs: float) -> Tuple[int, int]:

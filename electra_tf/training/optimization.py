@@ -8,7 +8,7 @@
   same global batch (the reference's TPU code clipped per core too).
 * layer-wise learning rates: `lr_multipliers` (variable.path -> factor) scales
   the learning rate, and with it the decoupled weight decay, per variable
-  (fine-tuning's layer-wise decay, finetune/modeling/layerwise_lr.py). None: all 1.
+  (fine-tuning's layer-wise decay, training/layerwise_lr.py). None: all 1.
 * one XLA-fused element-wise update per variable, and embedding gradients
   densified first (see `apply`).
 

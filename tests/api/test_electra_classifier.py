@@ -232,7 +232,7 @@ def test_fit_uses_finetunes_optimizer_spec_and_stops_on_nan(run_dir, reviews):
     from electra_tf import ElectraClassifier
     from electra_tf.api.classifier import ApiError
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.training_setup import make_optimizer
+    from electra_tf.training.finetune_optimizer import make_optimizer
     from electra_tf.training.optimization import ElectraAdamW
 
     texts, labels = reviews

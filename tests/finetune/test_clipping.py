@@ -63,7 +63,7 @@ def test_finetune_clips_the_summed_gradient(mirrored_strategy):
     import tensorflow as tf
 
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.training_setup import make_optimizer
+    from electra_tf.training.finetune_optimizer import make_optimizer
 
     s = Settings(task="sst2", init="random", data_dir=None, output_dir="unused", clip_norm=1e-5,
                  warmup_proportion=0.0, weight_decay=0.0)

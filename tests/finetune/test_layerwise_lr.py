@@ -24,7 +24,7 @@ def tiny_model():
 
 
 def test_every_variable_gets_the_formula_value(tiny_model):
-    from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers, variable_depths
+    from electra_tf.training.layerwise_lr import layerwise_lr_multipliers, variable_depths
 
     cfg, encoder, model = tiny_model
     n = cfg.num_hidden_layers
@@ -62,7 +62,7 @@ def test_every_variable_gets_the_formula_value(tiny_model):
 def test_unassigned_variable_is_an_error(tiny_model):
     import keras
 
-    from electra_tf.finetune.modeling.layerwise_lr import LayerwiseLRError, layerwise_lr_multipliers
+    from electra_tf.training.layerwise_lr import LayerwiseLRError, layerwise_lr_multipliers
     from electra_tf.training.optimization import ElectraAdamW
 
     cfg, encoder, model = tiny_model
@@ -121,7 +121,7 @@ def test_finetune_schedule_is_the_pretraining_schedule_with_linear_decay(tiny_mo
     # One schedule for both jobs, as the reference's create_optimizer: the linear
     # decay is multiplied by the warmup factor over warmup_proportion of the steps.
     from electra_tf.finetune.settings import Settings
-    from electra_tf.finetune.training_setup import make_optimizer
+    from electra_tf.training.finetune_optimizer import make_optimizer
     from electra_tf.training.optimization import WarmupPolynomialDecay
 
     _, encoder, model = tiny_model
@@ -146,7 +146,7 @@ def test_fit_under_mirrored_strategy():
         from electra_tf.config import ElectraConfig
         from electra_tf.models import build_encoder
         from electra_tf.models.classifier_model import ClassifierModel, build_and_call
-        from electra_tf.finetune.modeling.layerwise_lr import layerwise_lr_multipliers
+        from electra_tf.training.layerwise_lr import layerwise_lr_multipliers
         from electra_tf.training.optimization import adamw
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
         cfg = ElectraConfig.from_json({CONFIG!r})

@@ -164,7 +164,7 @@ class Ours:
 
         from electra_tf.models.classifier_model import ClassifierModel, build_and_call
         from electra_tf.finetune.settings import Settings
-        from electra_tf.finetune.training_setup import make_optimizer
+        from electra_tf.training.finetune_optimizer import make_optimizer
         from electra_tf.models.saving import load_encoder
 
         keras.utils.set_random_seed(0)
