@@ -1,4 +1,9 @@
-"""ELECTRA networks as Keras layers: embeddings, encoders and heads."""
+"""ELECTRA networks as Keras layers: embeddings, encoders and heads.
+
+Also the whole models, one a module: the pre-training networks (pretraining_model.py, their
+embedding sharing in embedding_sharing.py) and the fine-tuned classifier, tagger and SQuAD
+reader (classifier_model.py, tagger_model.py, squad_model.py, their heads in task_heads.py).
+"""
 
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder
 from electra_tf.models.embeddings import ElectraEmbeddings

@@ -8,6 +8,10 @@
     optimization   `OptimizerSpec` -> `build_optimizer`: ElectraAdamW (per-variable
                    learning-rate multipliers, frozen variables, clipping of the
                    replica-summed gradient) and the one learning-rate schedule
+    layerwise_lr   fine-tuning's layer-wise learning-rate multipliers
+    finetune_optimizer
+                   `make_optimizer`: fine-tuning's ElectraAdamW (finetune and
+                   `ElectraClassifier.fit`), `FinetuneOptimizerSettings`
     checkpoints    CheckpointManager: step-numbered .weights.h5 checkpoints
     distribution   --strategy -> tf.distribute strategy, the per-process
                    MirroredStrategy, the logical-CPU split, `split_batch`

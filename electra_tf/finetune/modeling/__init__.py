@@ -1,1 +1,1 @@
-"""Fine-tuning models: task heads on the encoder, --init loading, layer-wise rates, the saved classifier."""
+"""--init's last step, re-drawing the top blocks (the fine-tuning models live in electra_tf.models)."""
