@@ -2,7 +2,8 @@
 
 Also the whole models, one a module: the pre-training networks (pretraining_model.py, their
 embedding sharing in embedding_sharing.py) and the fine-tuned classifier, tagger and SQuAD
-reader (classifier_model.py, tagger_model.py, squad_model.py, their heads in task_heads.py).
+reader (classifier_model.py, tagger_model.py, squad_model.py, with their heads:
+classification_head.py, token_classification_head.py, span_head.py, answerable_head.py).
 """
 
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder

@@ -14,7 +14,7 @@ import numpy as np
 from keras import ops
 
 from electra_tf.models.config_fields import ConfigFields
-from electra_tf.models.task_heads import ClassificationHead
+from electra_tf.models.classification_head import ClassificationHead
 from electra_tf.models.task_model_inputs import encoder_inputs
 
 

@@ -7,7 +7,8 @@ import keras
 from keras import ops
 
 from electra_tf.models.config_fields import ConfigFields
-from electra_tf.models.task_heads import AnswerableHead, SpanHead
+from electra_tf.models.answerable_head import AnswerableHead
+from electra_tf.models.span_head import SpanHead
 from electra_tf.models.task_model_inputs import encoder_inputs, per_replica_loss
 
 # Width of the SQuAD heads' hidden layers (google-research/electra qa_tasks.py: 512 for

@@ -7,7 +7,7 @@ import keras
 from keras import ops
 
 from electra_tf.models.config_fields import ConfigFields
-from electra_tf.models.task_heads import TokenClassificationHead
+from electra_tf.models.token_classification_head import TokenClassificationHead
 from electra_tf.models.task_model_inputs import encoder_inputs, per_replica_loss
 
 

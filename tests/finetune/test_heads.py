@@ -9,7 +9,7 @@ CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.js
 
 
 def test_classification_head_uses_cls_only():
-    from electra_tf.models.task_heads import ClassificationHead
+    from electra_tf.models.classification_head import ClassificationHead
 
     head = ClassificationHead(3, dropout=0.1)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
@@ -23,7 +23,7 @@ def test_classification_head_uses_cls_only():
 
 
 def test_classification_head_mean_pooling_averages_the_real_tokens():
-    from electra_tf.models.task_heads import ClassificationHead
+    from electra_tf.models.classification_head import ClassificationHead
 
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
@@ -44,7 +44,7 @@ def test_classification_head_mean_pooling_averages_the_real_tokens():
 
 
 def test_span_head_end_conditioned_on_start_and_beams():
-    from electra_tf.models.task_heads import SpanHead
+    from electra_tf.models.span_head import SpanHead
 
     rng = np.random.default_rng(1)
     h = rng.normal(size=(2, 6, 8)).astype("float32")
