@@ -67,7 +67,7 @@ def mirrored_strategy():
 # Seconds each module took in a full `python -m pytest -n 2 tests --durations=0` on a 2-core VM
 # like CI's (setup + call + teardown of its tests; 2026-11-28, 1,162 s in all). Only the order
 # of the modules depends on these numbers, never what a test checks: refresh them when a module's
-# time changes a lot. A module not listed counts a tenth of a second a test, a `slow` test in it 30 s.
+# time changes a lot. A module not listed counts a tenth of a second a test, a `large` test in it 30 s.
 MODULE_SECONDS = {
     "study/test_domain_study.py": 196,
     "study/test_gpu_pretrain_command.py": 132,
@@ -132,6 +132,12 @@ MODULE_SECONDS = {
 }
 
 
+# A module listed above at this many seconds or more is `large` as a whole (a module-level
+# `pytestmark`), so `-m "not large"` stays a fast tier (tests/test_scheduling.py checks it;
+# docs/contributing.md). A lighter module marks its own slow tests one by one.
+LARGE_MODULE_SECONDS = 25
+
+
 def _module_of(item) -> str:
     path = pathlib.Path(str(item.path))
     try:
@@ -155,6 +161,6 @@ def pytest_collection_modifyitems(config, items):
         if module in MODULE_SECONDS:
             seconds[module] = MODULE_SECONDS[module]
         else:
-            seconds[module] = seconds.get(module, 0.0) + (30.0 if item.get_closest_marker("slow") else 0.1)
+            seconds[module] = seconds.get(module, 0.0) + (30.0 if item.get_closest_marker("large") else 0.1)
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (-seconds[_module_of(item)], order[id(item)]))

@@ -11,6 +11,8 @@ import pytest
 
 from electra_tf import paths, quiet_tf
 
+pytestmark = pytest.mark.large  # starts every tool in its own process: not in the fast tier
+
 TOOLS = ["electra_tf.pretrain", "electra_tf.data.build_vocab", "electra_tf.data.build_pretraining_data",
          "electra_tf.finetune", "electra_tf.export", "electra_tf.export.check", "electra_tf.convert",
          "electra_tf.predict"]

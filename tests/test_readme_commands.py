@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from doc_commands import markdown_commands as readme_commands, run_commands
 
+pytestmark = pytest.mark.large  # runs README.md's commands, jobs included: not in the fast tier
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 SKIPPED = {
@@ -93,7 +95,6 @@ def _workdir(tmp_path: Path, repo_root: Path, shared_data: Path) -> Path:
     return work
 
 
-@pytest.mark.slow
 def test_readme_commands_run_in_order(tmp_path, repo_root, shared_data):
     work = _workdir(tmp_path, repo_root, shared_data)
     done = run_commands(to_run(readme_commands(README.read_text())), work, "readme_snippet")

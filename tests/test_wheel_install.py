@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.large  # builds and installs the wheel: not in the fast tier
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # What a build reads: the package, its build files and the two folders it packages.
 BUILD_INPUTS = ("electra_tf", "configs", "data", "setup.py", "setup.cfg", "pyproject.toml", "README.md",
@@ -80,7 +82,6 @@ def test_the_wheel_holds_the_package_and_its_resources_only(wheel_site):
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n or "/runs/" in n]
 
 
-@pytest.mark.slow
 def test_the_installed_wheel_runs_from_any_folder(wheel_site, tmp_path):
     _, site = wheel_site
     elsewhere = tmp_path / "elsewhere"

@@ -20,6 +20,8 @@ import pytest
 
 import helpers
 
+pytestmark = pytest.mark.large  # fits, saves and reloads classifiers: not in the fast tier
+
 TESTS = Path(__file__).resolve().parents[1]
 
 

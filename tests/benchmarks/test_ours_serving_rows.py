@@ -15,6 +15,8 @@ import pytest
 import helpers as h
 from scripts.benchmarks.cpu_peers.timing import Worker
 
+pytestmark = pytest.mark.large  # exports and serves a classifier in the benchmark's worker process: not in the fast tier
+
 SEQ = 20  # padded widths 16 and 20
 SHORT = ["the cat sat", "a dog ran to the river"]  # width 16
 LONG = ["the big dog ran to the river and the cat sat on the mat " * 3]  # cut at 20 pieces: width 20

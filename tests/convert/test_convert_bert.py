@@ -121,6 +121,7 @@ def test_last_hidden_states_match_transformers(converted):
     assert np.abs(want[mask]).mean() > 0.05  # real activations, not zeros
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("variant", ["BertForMaskedLM", "BertForPreTraining"])
 def test_prefixed_bert_names_with_heads_convert(converted, tmp_path, variant, capsys):
     weights, _ = hf.read_safetensors(os.path.join(ENCODER, "model.safetensors"))

@@ -134,6 +134,7 @@ def _torch_logits(torch, model, batch):
                      token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long)).logits.numpy()
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new"])
 def test_parity_with_transformers(tmp_path, hidden_act):
     torch, disc, gen = _hf_models(tmp_path, hidden_act)

@@ -9,6 +9,8 @@ import convert_helpers as h
 from electra_tf.convert import keras_hub as kh
 from electra_tf.convert.__main__ import main as convert_main
 
+pytestmark = pytest.mark.large  # builds keras-hub presets and runs the parity script: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):

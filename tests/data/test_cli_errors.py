@@ -67,6 +67,7 @@ def test_vocab_missing_a_special_token(inputs, tmp_path):
     assert_one_error(proc, f"'{bad}' lacks special token(s) [SEP]")
 
 
+@pytest.mark.large
 def test_max_seq_length_beyond_any_model_positions(inputs, tmp_path, repo_root):
     _, brown, vocab = inputs
     proc = build(brown, vocab, tmp_path / "out", "--max_seq_length=100000")
@@ -93,6 +94,7 @@ def test_unwritable_output_dir(inputs, tmp_path):
     assert_one_error(proc, f"cannot write to --output_dir '{blocker / 'out'}'", "choose a writable")
 
 
+@pytest.mark.large
 def test_existing_shards_of_another_seq_length(inputs, tmp_path):
     _, brown, vocab = inputs
     out = tmp_path / "out"

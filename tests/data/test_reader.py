@@ -182,6 +182,7 @@ def test_evaluation_pass_sees_every_example(built):
     assert len(whole) == n // 16 and _batch_rows(whole)[1] == 0
 
 
+@pytest.mark.large
 def test_padding_rows_weigh_nothing_in_evaluation(built):
     """The pre-trainer's evaluation of the padded last batch equals that of its real rows alone."""
     from electra_tf.data.vocab import load_vocab, special_token_ids

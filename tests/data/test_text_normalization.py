@@ -23,6 +23,8 @@ from electra_tf.data.data_errors import DataError
 from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.tokenizer import WordPieceTokenizer
 
+pytestmark = pytest.mark.large  # builds data, fine-tunes and exports under each normalisation: not in the fast tier
+
 transformers = pytest.importorskip("transformers")
 
 MODES = {

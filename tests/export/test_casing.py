@@ -11,7 +11,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
+
+pytestmark = pytest.mark.large  # fine-tunes and exports a cased classifier: not in the fast tier
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 WORDS = ["Hello", "hello", "world", "World", "good", "bad", "movie", "the", "a", "."]

@@ -23,6 +23,8 @@ from electra_tf.export.check import main as check_main
 from electra_tf.export.cpp_loader import CppLoaderError, CppSavedModel
 from electra_tf.export.warmup import WARMUP_FILE
 
+pytestmark = pytest.mark.large  # exports models and serves them in the C++ loader: not in the fast tier
+
 TEXTS = ["The cat sat on the mat.", "", "she walked quickly; the children read books!" * 4,
          "猫はマットの上に座った。Кошка", "?!"]
 IDS = np.array([[2, 10, 11, 3, 0], [2, 12, 3, 0, 0]], np.int32)

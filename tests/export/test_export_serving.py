@@ -54,6 +54,7 @@ def test_in_graph_encoding_matches_finetune_tokenization(model_dir, tmp_path):
     assert enc["truncated"].tolist() == [False, False, True]
 
 
+@pytest.mark.large
 def test_signatures_and_fresh_process_reload(saved, model_dir, tmp_path):
     module = build_module(model_dir[0], "discriminator")
     want = _numpy(module.serve(tf.constant(EDGE_TEXTS)))
@@ -142,6 +143,7 @@ def test_no_absolute_paths_in_saved_model(saved, model_dir):
                 assert needle not in data, f"{name} contains {needle!r}"
 
 
+@pytest.mark.large
 def test_scoring_api_matches_saved_model(saved, model_dir):
     from electra_tf.scoring import Scorer, score
 
@@ -181,6 +183,7 @@ def classifier_dir(model_dir, tmp_path_factory):
     return h.make_pair_classifier_dir(model_dir[0], tmp_path_factory.mktemp("clf") / "seed_1", seed=1)
 
 
+@pytest.mark.large
 def test_pair_classifier_export(classifier_dir, tmp_path):
     from electra_tf.finetune.readers.tokenization import FinetuneTokenizer, encode_classification
 
@@ -212,6 +215,7 @@ def test_cli_errors(tmp_path, model_dir, capsys):
     assert "classifier.json" in capsys.readouterr().err
 
 
+@pytest.mark.large
 def test_jit_compile_export_writes_warmup_requests_for_every_shape(classifier_dir, tmp_path):
     """`--jit_compile`: TF Serving warm-up requests cover every padded batch x width (max_seq_length 20:
     widths 16 and 20; batch sizes 1 and 3 -> 1 and 4), each encodes to its shape, and the loaded

@@ -12,6 +12,8 @@ import tensorflow_text  # noqa: F401  (the tokenizer's ops, to load the SavedMod
 import helpers as h
 from electra_tf.export.__main__ import main as export_main
 
+pytestmark = pytest.mark.large  # exports and serves frozen graphs: not in the fast tier
+
 TEXTS = ["The cat sat on the mat.", "", "the dog ran to the river " * 9, "猫は a cat"]
 SECOND = ["A cat sat.", "the river", "", "the dog " * 20]
 

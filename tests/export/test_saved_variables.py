@@ -14,6 +14,8 @@ from electra_tf.export.__main__ import main as export_main
 from electra_tf.export.serving_loader import load_classifier
 from electra_tf.models.saving import load_discriminator
 
+pytestmark = pytest.mark.large  # exports under each precision: not in the fast tier
+
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"  # the checkpoint's own entry, not a weight
 
 

@@ -14,6 +14,8 @@ from electra_tf.export import tflite as lt
 from electra_tf.export.__main__ import main as export_main
 from electra_tf.export.serving import ServingModule
 
+pytestmark = pytest.mark.large  # converts exports to LiteRT: not in the fast tier
+
 TEXTS = ["The cat sat on the mat.", "", "the big dog ran to the river " * 12,
          "猫はマットの上に座った。Кошка сидела на коврике.", "Café naïve RÉSUMÉ",
          "she walked quickly; the children read"]

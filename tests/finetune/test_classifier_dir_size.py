@@ -6,6 +6,7 @@ import os
 import h5py
 import keras
 import numpy as np
+import pytest
 
 from electra_tf.config import ElectraConfig
 from electra_tf.export.serving_loader import load_classifier
@@ -16,6 +17,7 @@ from electra_tf.models import build_encoder
 SEQ = 8
 
 
+@pytest.mark.large
 def test_a_trained_classifier_is_saved_without_its_optimizer(tmp_path):
     config = ElectraConfig.load("tiny")
     vocab = tmp_path / "vocab.txt"

@@ -11,6 +11,8 @@ import os
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.large  # fine-tunes under MirroredStrategy: not in the fast tier
+
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "tiny.json")
 BATCH = 8
 SEQ = 16

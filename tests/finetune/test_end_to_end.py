@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.large  # fine-tunes through the CLI on real rows: not in the fast tier
+
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 

@@ -55,6 +55,7 @@ def small_sized(tmp_path):
             "--validation_split", "0.25", "--max_seq_length", "8"]
 
 
+@pytest.mark.large
 def test_the_recipe_line_says_why_and_the_run_trains_the_floor(tmp_path, capsys, small_sized):
     out = tmp_path / "run"
     code, stdout, _ = finetune_main(capsys, small_sized + ["--output_dir", out, "--train_steps", "2"])
@@ -74,6 +75,7 @@ def test_the_recipe_line_says_why_and_the_run_trains_the_floor(tmp_path, capsys,
     assert json.loads((out / "seed_1" / "result.json").read_text())["train_steps"] == 5
 
 
+@pytest.mark.large
 def test_an_explicit_epochs_is_taken_as_it_is(tmp_path, capsys, small_sized):
     out = tmp_path / "run"
     code, stdout, _ = finetune_main(capsys, small_sized + ["--output_dir", out, "--epochs", "2"])

@@ -36,6 +36,7 @@ def _event_tags(directory):
     return tags
 
 
+@pytest.mark.large
 def test_eval_every_and_tensorboard(model_files, sst2_dir, tmp_path, capsys):
     from electra_tf.finetune.finetune_job import run_task
 
@@ -57,6 +58,7 @@ def test_eval_every_and_tensorboard(model_files, sst2_dir, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out" / "seed_1").glob("*predictions*")) == ["dev_predictions.tsv"]
 
 
+@pytest.mark.large
 def test_nan_loss_stops_the_seed_with_one_line(model_files, sst2_dir, tmp_path):
     from electra_tf.finetune.finetune_job import run_task
     from electra_tf.finetune.settings import FinetuneError

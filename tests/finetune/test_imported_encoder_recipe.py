@@ -53,6 +53,7 @@ def test_import_records_size_and_read_out(imported):
     assert (config["model_size"], config["pooling"]) == ("imported", "mean")
 
 
+@pytest.mark.large
 @needs_encoder
 def test_finetune_uses_the_imported_recipe(imported, tmp_path, capsys):
     train = tmp_path / "train.csv"

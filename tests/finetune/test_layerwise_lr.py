@@ -137,6 +137,7 @@ def test_finetune_schedule_is_the_pretraining_schedule_with_linear_decay(tiny_mo
     assert float(schedule(100)) == 0.0
 
 
+@pytest.mark.large
 def test_fit_under_mirrored_strategy():
     # Needs two logical CPU devices, set before TensorFlow starts: own process.
     code = textwrap.dedent(f"""

@@ -10,9 +10,12 @@ import csv
 import json
 
 import numpy as np
+import pytest
 
 import helpers
 from finetune.cli_helpers import finetune_main
+
+pytestmark = pytest.mark.large  # trains until it learns: not in the fast tier
 
 FILLER = ["the", "a", "of", "in", "on", "to", "and", "was", "is", "it", "cat", "dog", "sat", "ran", "mat",
           "house", "city", "river", "walked", "he", "she", "they", "we", "said", "man", "woman", "book"]

@@ -73,6 +73,7 @@ def train_file(tmp_path):
     return path
 
 
+@pytest.mark.large
 def test_finetune_takes_the_recipe_and_a_flag_overrides_it(tmp_path, capsys, model_dir, train_file):
     import pathlib
     folder = pathlib.Path(model_dir)
@@ -113,6 +114,7 @@ def test_finetune_takes_the_recipe_and_a_flag_overrides_it(tmp_path, capsys, mod
             (folder / name).unlink(missing_ok=True)
 
 
+@pytest.mark.large
 def test_the_recipes_floor_raises_the_default_epochs_only(tmp_path, capsys, model_dir, train_file):
     """As the size's floor: an explicit --epochs is taken as it is (12 rows at batch 4: 3 steps an epoch,
     tiny's default 10 epochs 30 steps, raised to the recipe's 40)."""

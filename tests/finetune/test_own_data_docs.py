@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from doc_commands import markdown_commands, run_commands
 
+pytestmark = pytest.mark.large  # runs docs/finetune.md's section, jobs included: not in the fast tier
+
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "finetune.md"
 SECTION = "## Fine-tune on your own data"
@@ -94,7 +96,6 @@ def read_csv(path: Path):
     return list(csv.DictReader(open(path, encoding="utf-8")))
 
 
-@pytest.mark.slow
 def test_the_section_runs_verbatim(section):
     work, outputs = section
     rows = read_csv(work / "reviews_train.csv")
@@ -116,7 +117,6 @@ def test_the_section_runs_verbatim(section):
     assert json.load(open(work / "models" / "reviews" / "classifier.json"))["labels"] == ["negative", "positive"]
 
 
-@pytest.mark.slow
 def test_the_finetune_output_is_the_one_shown(section):
     """Every line the page shows, except the losses and the scores of the trained weights, is printed."""
     _, outputs = section
@@ -128,7 +128,6 @@ def test_the_finetune_output_is_the_one_shown(section):
             assert got == want
 
 
-@pytest.mark.slow
 def test_both_examples_beat_the_majority_class(section):
     """The command's model and the Python example's beat always answering the commonest label."""
     work, outputs = section

@@ -57,6 +57,7 @@ def _model(sst2_model_files, seed=0):
     return model
 
 
+@pytest.mark.large
 def test_outputs_and_a_training_step_equal_the_full_length_ones(sst2_features, sst2_model_files):
     from electra_tf.finetune.training_setup import make_dataset
 

@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 
+import pytest
+
 from finetune.cli_helpers import error_lines, finetune_main
 
 
@@ -38,6 +40,7 @@ def _tree_digest(folder):
     return out
 
 
+@pytest.mark.large
 def test_rerun_skips_unchanged_refuses_changed_and_overwrite_starts_over(tmp_path, capsys, sst2_model_files):
     train, dev, out = tmp_path / "train.csv", tmp_path / "dev.csv", tmp_path / "run"
     _write(train, _rows(24))

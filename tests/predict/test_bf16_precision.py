@@ -17,6 +17,8 @@ import tensorflow as tf
 
 import helpers
 
+pytestmark = pytest.mark.large  # exports and reloads classifiers under bf16: not in the fast tier
+
 TEXTS = ["The cat sat on the mat.", "She walked quickly to the old school, and he read books!",
          "They said the river was big and blue.", "a big red dog ran to the house in paris",
          "the man and the woman read good new books", "old london"]

@@ -18,8 +18,9 @@ IMDB = os.path.join(DATA, "imdb", "dev.tsv.gz")
 VOCAB = os.path.join(DATA, "encoders", "all-MiniLM-L6-v2", "vocab.txt")
 SEQ = 96
 
-pytestmark = pytest.mark.skipif(not (os.path.isfile(IMDB) and os.path.isfile(VOCAB)),
-                                reason="needs ../shared/data (IMDB reviews and the MiniLM vocab)")
+pytestmark = [pytest.mark.large,  # exports and serves a MiniLM-sized classifier: not in the fast tier
+              pytest.mark.skipif(not (os.path.isfile(IMDB) and os.path.isfile(VOCAB)),
+                                 reason="needs ../shared/data (IMDB reviews and the MiniLM vocab)")]
 
 
 def _reviews(n):

@@ -27,8 +27,8 @@ def _pair(objective, **kw):
 @pytest.mark.parametrize("objective, steps, extra", [
     ("mlm", 1, {}),
     # Step 0 is the MLM phase, step 1 the ELECTRA phase: both accumulate.
-    ("two_stage", 2, {"two_stage_mlm_steps": 1}),
-    ("electric", 1, {}),
+    pytest.param("two_stage", 2, {"two_stage_mlm_steps": 1}, marks=pytest.mark.large),
+    pytest.param("electric", 1, {}, marks=pytest.mark.large),
 ])
 def test_two_micro_batches_equal_one_full_batch_step(objective, steps, extra):
     full, accum = _pair(objective, **extra)

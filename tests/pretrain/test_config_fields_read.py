@@ -48,6 +48,7 @@ def test_the_spy_sees_only_reads_outside_config_py(reads):
     assert {"hidden_size", "attention_probs_dropout_prob"} <= reads and "gen_weight" not in reads
 
 
+@pytest.mark.large
 def test_every_config_field_is_read_by_the_code(reads, job_data, tmp_path):
     from electra_tf import flops
     from electra_tf.data.vocab import special_token_ids

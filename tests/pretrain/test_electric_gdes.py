@@ -127,6 +127,7 @@ def test_gdes_gradients_are_disentangled(objective):
     assert np.abs(_dense_grad(tape.gradient(out["disc_loss"], e_delta), e_delta)).sum() > 0
 
 
+@pytest.mark.large
 def test_gdes_model_dir_holds_the_merged_table(tmp_path):
     model, e_gen, e_delta = _gdes_model()
     data = tf.data.Dataset.from_tensors(make_batch()).repeat()
@@ -146,6 +147,7 @@ def test_gdes_model_dir_holds_the_merged_table(tmp_path):
 
 
 # ------------------------------------------------------- 2 replicas == 1 device
+@pytest.mark.large
 @pytest.mark.parametrize("objective, extra", [("electric", {}),
                                               ("electra", {"embedding_sharing": "gdes"})])
 def test_mirrored_step_equals_single_device_step(objective, extra, mirrored_strategy):

@@ -14,6 +14,8 @@ from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 from helpers import (pretrain_batch as make_batch, pretrain_config as make_config,
                      pretrain_model as make_model, pretrain_special_ids)
 
+pytestmark = pytest.mark.large  # compiles train steps with and without fused kernels: not in the fast tier
+
 SPECIAL = pretrain_special_ids()
 
 

@@ -156,6 +156,7 @@ def test_all_tokens_mlm_loss_is_the_copy_mixture_over_every_token():
 
 
 # ----------------------------------------------------------------- two_stage
+@pytest.mark.large
 def test_two_stage_switches_at_step_k_and_the_discriminator_starts_from_the_mlm():
     # No weight decay, so untouched variables stay bit-identical (AdamW's
     # decoupled decay would otherwise shrink them by lr * wd per step).
@@ -258,6 +259,7 @@ def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
                                forward(model, batch)["loss"].numpy(), rtol=1e-5)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("objective", ["all_tokens_mlm", "two_stage"])
 def test_mirrored_step_equals_single_device_step(objective, mirrored_strategy):
     # Global-batch denominators and counter-based draws: 2 replicas == 1 device,

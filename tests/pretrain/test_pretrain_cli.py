@@ -16,6 +16,8 @@ from electra_tf.pretrain.pretrain_job import run_pretraining
 
 from job_helpers import subprocess_env
 
+pytestmark = pytest.mark.large  # pre-trains through the CLI: not in the fast tier
+
 
 def _events(directory):
     import tensorflow as tf

@@ -31,6 +31,7 @@ def _first(capsys, job_args, first_run):
     return first_run
 
 
+@pytest.mark.large
 def test_continue_from_starts_at_the_other_runs_step_and_schedule(tmp_path, job_args, job_data,
                                                                      capsys, first_run):
     from electra_tf.config import ElectraConfig

@@ -11,6 +11,8 @@ import pytest
 
 from electra_tf.pretrain.__main__ import parse_args, run_cli
 
+pytestmark = pytest.mark.large  # pre-trains from model directories: not in the fast tier
+
 
 def _run(capsys, args):
     code = run_cli(parse_args(args))

@@ -8,6 +8,8 @@ import pytest
 
 from job_helpers import kill_group, start, subprocess_env
 
+pytestmark = pytest.mark.large  # pre-trains in two worker processes: not in the fast tier
+
 
 def test_two_workers_on_loopback(tmp_path, job_args, free_ports):
     model_dir = tmp_path / "run"

@@ -10,6 +10,8 @@ import pytest
 
 from job_helpers import subprocess_env
 
+pytestmark = pytest.mark.large  # pre-trains and fine-tunes through the CLIs: not in the fast tier
+
 
 @pytest.mark.parametrize("override", ["objective=electric", "embedding_sharing=gdes"])
 def test_pretrain_cli_then_finetune(tmp_path, job_args, shared_data, override):

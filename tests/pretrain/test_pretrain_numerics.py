@@ -9,6 +9,8 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import SpecialTokenIds
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer
 
+pytestmark = pytest.mark.large  # pre-trains under each precision: not in the fast tier
+
 SPECIAL = SpecialTokenIds(0, 1, 2, 3, 4)
 
 

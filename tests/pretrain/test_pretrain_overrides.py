@@ -13,6 +13,7 @@ from electra_tf.pretrain.options import validate_options
 from electra_tf.pretrain.pretrain_job import run_pretraining
 
 
+@pytest.mark.large
 def test_embedded_default_overrides_act(tmp_path):
     run_dir = tmp_path / "run"
     summary = run_pretraining(parse_args([

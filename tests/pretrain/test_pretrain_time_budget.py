@@ -13,6 +13,8 @@ from helpers import error_lines
 from electra_tf.pretrain.__main__ import parse_args, run_cli
 from electra_tf.pretrain.snapshots import latest_snapshot, read_snapshot
 
+pytestmark = pytest.mark.large  # pre-trains against the clock: not in the fast tier
+
 
 def _run(capsys, args):
     code = run_cli(parse_args(args))

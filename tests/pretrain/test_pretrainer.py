@@ -8,6 +8,8 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.pretrain import METRIC_NAMES, ElectraPretrainer, create_optimizer
 
+pytestmark = pytest.mark.large  # fits the pre-trainer on real text: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def tiny(repo_root, brown_examples):

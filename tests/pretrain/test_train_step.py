@@ -10,6 +10,7 @@ samples), the discriminator's the replaced-token loss's only.
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers import pretrain_batch, pretrain_model
@@ -76,6 +77,7 @@ def test_two_sgd_steps_apply_the_gradient_of_the_electra_loss_at_each_steps_seed
         assert any(np.any(grads[v.path][1]) for v in variables if v.path.startswith("discriminator_predictions"))
 
 
+@pytest.mark.large
 def test_xla_and_plain_train_steps_agree():
     """`jit_compile=True` (one XLA program per step) takes the same step as TensorFlow's kernels."""
     plain = pretrain_model("electra")

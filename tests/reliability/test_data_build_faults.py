@@ -7,6 +7,8 @@ import hashlib
 import os
 import signal
 
+import pytest
+
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.data.manifest import MANIFEST_NAME, shard_name
 from electra_tf.data.reader import find_corrupt_shards
@@ -20,6 +22,7 @@ def _digests(directory):
             for n in sorted(os.listdir(directory))}
 
 
+@pytest.mark.large
 def test_build_killed_mid_shard_then_rerun_completes_cleanly(tmp_path):
     text = (REPO_ROOT / "data" / "sample_corpus.txt").read_text(encoding="utf-8")
     corpus = tmp_path / "corpus.txt"

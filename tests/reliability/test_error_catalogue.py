@@ -29,6 +29,8 @@ import pytest
 import helpers
 from reliability_helpers import REPO_ROOT, SST2_DIR, pretrain_job, snapshot
 
+pytestmark = pytest.mark.large  # runs a tool for each catalogued error, jobs included: not in the fast tier
+
 DOC = REPO_ROOT / "docs" / "errors.md"
 
 

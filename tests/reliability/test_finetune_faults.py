@@ -14,6 +14,8 @@ import pytest
 
 from reliability_helpers import KILL_SEED, SST2_DIR, TESTS, Output, _load, start_module, step_reached
 
+pytestmark = pytest.mark.large  # kills and resumes fine-tuning processes: not in the fast tier
+
 SAVE_EVERY = 5
 TOTAL = 40  # 320 examples / batch 8, one epoch
 
@@ -53,7 +55,6 @@ def _h5_arrays(path):
     return arrays
 
 
-@pytest.mark.slow
 def test_sigkill_at_random_step_then_resume_gives_the_uninterrupted_result(tmp_path, model_files):
     reference = Output(start_module("electra_tf.finetune", _args(model_files, tmp_path / "ref")))
     assert reference.finish(300) == 0, reference.text()[-3000:]

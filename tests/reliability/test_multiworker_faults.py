@@ -19,6 +19,8 @@ import pytest
 from reliability_helpers import (KILL_SEED, Output, error_lines, kill_group, start_pretrain, step_reached,
                                  subprocess_env)
 
+pytestmark = pytest.mark.large  # kills and resumes worker processes: not in the fast tier
+
 TRAIN_STEPS = 24
 SAVE_EVERY = 4
 FAIL_WITHIN_S = 90  # survivor's exit after the kill; the heartbeat timeout is ~10 s
@@ -58,7 +60,6 @@ def _kill_one(outs, victim, kill_at, model_dir):
     return errors[0], saved
 
 
-@pytest.mark.slow
 def test_killed_worker_fails_the_survivor_in_bounded_time_and_both_resume(tmp_path, job_args,
                                                                        free_ports):
     rng = random.Random(KILL_SEED)

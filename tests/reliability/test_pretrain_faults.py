@@ -22,6 +22,8 @@ from electra_tf.pretrain.__main__ import parse_args, run_cli
 from reliability_helpers import (KILL_SEED, STEP_RE, Output, error_lines, is_root, lr_schedule, snapshot,
                                  start_pretrain, step_reached)
 
+pytestmark = pytest.mark.large  # kills and resumes pre-training processes: not in the fast tier
+
 SAVE_EVERY = 4
 TRAIN_STEPS = 24
 RESUME_RE = re.compile(r"resuming from \S+ckpt-(\d{8})\.weights\.h5 at step (\d+)")
@@ -47,7 +49,6 @@ def _lrs(text):
     return {int(m.group(1)): float(m.group(3)) for m in map(STEP_RE.match, text.splitlines()) if m}
 
 
-@pytest.mark.slow
 def test_sigkill_twice_at_random_steps_then_resume_exactly(tmp_path, job_args, job_data):
     rng = random.Random(KILL_SEED)
     model_dir = tmp_path / "run"
@@ -183,7 +184,6 @@ def _make_writable(model_dir):
             os.chmod(os.path.join(root, name), 0o644)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["disk_full", "read_only"])
 def test_output_dir_stops_taking_writes_mid_run(tmp_path, job_args, fault):
     """disk_full: the file-size limit of the running process drops to 64 KiB (what a full

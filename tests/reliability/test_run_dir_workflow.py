@@ -20,12 +20,13 @@ import pytest
 
 from reliability_helpers import SST2_DIR
 
+pytestmark = pytest.mark.large  # runs the documented workflow, jobs included: not in the fast tier
+
 
 def _errors(text):
     return [line for line in text.splitlines() if line.startswith("error: ")]
 
 
-@pytest.mark.slow
 def test_pretrain_sets_vocab_size_and_its_run_dir_feeds_finetune_export_and_scorer(
         tmp_path, job_data, capsys, caplog):
     import electra_tf.finetune.__main__ as finetune_cli

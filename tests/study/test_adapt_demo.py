@@ -16,8 +16,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ENCODER = REPO.parent / "shared" / "data" / "encoders" / "all-MiniLM-L6-v2"
 
-pytestmark = pytest.mark.skipif(not (ENCODER / "model.safetensors").is_file(),
-                                reason="../shared/data/encoders/all-MiniLM-L6-v2 is not beside the checkout")
+pytestmark = [pytest.mark.large,  # runs scripts/adapt_demo.sh end to end: not in the fast tier
+              pytest.mark.skipif(not (ENCODER / "model.safetensors").is_file(),
+                                 reason="../shared/data/encoders/all-MiniLM-L6-v2 is not beside the checkout")]
 
 
 def _reviews(path, start, n):
@@ -34,7 +35,6 @@ def _write_csv(path, rows):
     return path
 
 
-@pytest.mark.slow
 def test_adapt_demo_from_public_encoder_to_serving(tmp_path, shared_data):
     corpus = tmp_path / "my_text.txt"
     with gzip.open(shared_data / "corpus" / "imdb.unsup.txt.gz", "rt", encoding="utf-8") as f:

@@ -43,6 +43,7 @@ def test_training_minutes_sum_the_logged_windows(study, tmp_path):
     assert study.training_minutes(tmp_path, "r", 60) == pytest.approx(280 / 60)
 
 
+@pytest.mark.large
 def test_checkpoint_becomes_a_model_directory_with_its_weights(study, tmp_path, job_args, job_data, capsys):
     from electra_tf.models.saving import load_encoder
     from electra_tf.pretrain.__main__ import parse_args, run_cli

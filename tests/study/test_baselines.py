@@ -3,9 +3,12 @@
 import doctest
 
 import numpy as np
+import pytest
 
 from scripts.study_lib import baselines
 from scripts.study_lib.baselines import linear_probe, tfidf_logistic_regression, truncate_to_tokens
+
+pytestmark = pytest.mark.large  # fits the baselines on real data: not in the fast tier
 
 
 def _vocab(tmp_path):

@@ -6,6 +6,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.large  # runs scripts/domain_demo.sh end to end: not in the fast tier
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -14,6 +14,8 @@ from scripts import domain_study
 from scripts.study_lib import domain_ladder, domain_report
 from scripts.study_lib.cells import load_cells
 
+pytestmark = pytest.mark.large  # runs a study rung end to end: not in the fast tier
+
 
 @pytest.fixture
 def study(shared_data, tmp_path, monkeypatch):

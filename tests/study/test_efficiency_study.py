@@ -9,6 +9,8 @@ import pytest
 
 from scripts import efficiency_study
 
+pytestmark = pytest.mark.large  # runs the efficiency study at a toy size: not in the fast tier
+
 SCRIPT = "scripts/efficiency_study.py"
 
 

@@ -137,6 +137,7 @@ def _capture_error(module, argv):
     return buf.getvalue()
 
 
+@pytest.mark.large
 @pytest.mark.skipif(not HAVE_HF, reason="the reference needs torch and transformers")
 def test_short_run_both_models_learn(repo_root, ref_data, tmp_path):
     out = tmp_path / "results.json"
