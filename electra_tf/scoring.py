@@ -23,7 +23,7 @@ import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's token
 
 from electra_tf.config import ElectraConfig
 from electra_tf.export.serving_loader import discriminator_module
-from electra_tf.models.saving import ModelDirError
+from electra_tf.models.model_folder import CONFIG_FILE, ModelDirError, is_classifier_dir
 from electra_tf.paths import resolve_model_dir
 from electra_tf.preprocessing import text_list
 
@@ -72,11 +72,11 @@ class Scorer:
                                 f"convert), a pre-training run directory or an exported SavedModel directory")
         # A pre-training run directory: its model is in <run>/pretrained/.
         model_dir = resolve_model_dir(model_dir, "Scorer", logging.getLogger(__name__).info)
-        if os.path.isfile(os.path.join(model_dir, "classifier.json")):
+        if is_classifier_dir(model_dir):
             raise ModelDirError(f"{model_dir} is a fine-tuned classifier; {CLASSIFIER_HINT}")
         # ELECTRIC's head output is an energy: report it next to the probabilities
         # (config.json says which objective trained the model, when it is there).
-        config_path = os.path.join(model_dir, "config.json")
+        config_path = os.path.join(model_dir, CONFIG_FILE)
         self.energies = False
         if os.path.isfile(config_path):
             self.energies = ElectraConfig.from_json(config_path).objective == "electric"

@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument("--skip_hf", action="store_true", help="leave out the Hugging Face comparison")
     args = parser.parse_args(argv)
 
-    from electra_tf.models.saving import load_config
+    from electra_tf.models.model_folder import load_config
 
     config = load_config(args.model_dir)
     seq = args.seq or config.max_seq_length

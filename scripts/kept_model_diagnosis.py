@@ -63,7 +63,8 @@ def load(kind: str, args):
     import keras
 
     from electra_tf.models import build_encoder
-    from electra_tf.models.saving import load_config, load_encoder
+    from electra_tf.models.model_folder import load_config
+    from electra_tf.models.saving import load_encoder
 
     if kind == "random":
         config = load_config(args.kept)
@@ -112,7 +113,7 @@ def measure_lengths(args) -> Dict:
                                f"{tmp}/shards", "--max_seq_length", "128", "--num_shards", "1", "--progress=false"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         from electra_tf.data.reader import pretraining_dataset  # batch 1: its batches drop a remainder
-        from electra_tf.models.saving import load_config
+        from electra_tf.models.model_folder import load_config
 
         vocab = Path(args.kept, "vocab.txt").read_text(encoding="utf-8").split("\n")
         lengths, before_sep = [], []

@@ -104,7 +104,7 @@ def make_pair_classifier_dir(model_dir, out, seed=1):
     The head's weights are drawn with `seed` at a scale (0.5) that makes the logits move with the text,
     so an export that drops or changes a weight shows in its outputs. Returns (out as str, the model).
     """
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 

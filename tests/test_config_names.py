@@ -38,11 +38,11 @@ def test_an_unknown_name_lists_the_names(value, what):
 
 
 def test_finetune_takes_a_config_name_too(tmp_path):
-    from electra_tf.finetune.modeling.encoder_init import FinetuneError, find_init_files
+    from electra_tf.models.model_folder import ModelDirError, find_init_files
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n", encoding="utf-8")
     assert find_init_files("random", "small", str(vocab)) == (None, os.path.join(CONFIG_DIR, "small.json"),
                                                               str(vocab))
-    with pytest.raises(FinetuneError, match="use a name"):
+    with pytest.raises(ModelDirError, match="use a name"):
         find_init_files("random", "smal", str(vocab))

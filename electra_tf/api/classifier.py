@@ -35,16 +35,14 @@ from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.fileio import write_text_atomic
 from electra_tf.data.normalization import TextNormalization
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
-from electra_tf.finetune.model_recipe import read_model_recipe
-from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
 from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
-from electra_tf.finetune.settings import FinetuneError
 from electra_tf.finetune.settings import reinit_problem
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
+from electra_tf.models.model_folder import VOCAB_FILE, ModelDirError, read_model_recipe, save_classifier
+from electra_tf.models.saving import load_encoder_weights
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
 from electra_tf.training.finetune_optimizer import FinetuneOptimizerSettings, make_optimizer
 
@@ -159,7 +157,7 @@ class ElectraClassifier(keras.Model):
             encoder (as `finetune --reinit_top_layers`); default: the model folder's
             `finetune_recipe.json` where it sets one, else 0. That file may also set
             the optimizer's rate and layer-wise decay, the pooling, the batch and the
-            step floor that `fit` uses (electra_tf/finetune/model_recipe.py); an
+            step floor that `fit` uses (electra_tf/models/model_folder.py); an
             argument (pooling=...) or your own `compile` overrides them.
           **kwargs: further `ElectraClassifier` arguments (pooling, regression, ...).
         """
@@ -180,7 +178,7 @@ class ElectraClassifier(keras.Model):
         if not found.fine_tuned:  # a fine-tuned folder carries its own head and settings
             try:
                 recipe, note = read_model_recipe(found.model_dir)
-            except FinetuneError as e:
+            except ModelDirError as e:
                 raise ApiError(str(e)) from None
             if note:
                 log.warning(note)
@@ -324,7 +322,7 @@ class ElectraClassifier(keras.Model):
         if path.endswith(".keras"):
             return super().save(path, **kwargs)
         os.makedirs(path, exist_ok=True)
-        vocab = os.path.join(path, "vocab.txt")
+        vocab = os.path.join(path, VOCAB_FILE)
         write_text_atomic(vocab, "".join(token + "\n" for token in self.preprocessor.vocabulary))
         save_classifier(path, self.classifier_model, self.electra_config, vocab, self.label_names, "electra_classifier",
                         pair=self.pair, max_seq_length=self.preprocessor.sequence_length, regression=self.regression,

@@ -4,14 +4,15 @@
 directory, its `pretrained/` model, a converted model directory) and a
 fine-tuned `seed_<n>/` directory (or a directory `ElectraClassifier.save`
 wrote), and says what is in it; `load_encoder(path)` returns the pre-trained
-(or fine-tuned) encoder with its weights. The files are found by the same
-code as `finetune --init` (`electra_tf.finetune.modeling.encoder_init`).
+(or fine-tuned) encoder with its weights. The files are found and read by
+the model folder's module (`electra_tf.models.model_folder`), as `finetune
+--init` finds them; this module adds the API's refusals (an export, a missing
+path) and its error class.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from typing import Optional, Tuple
@@ -21,10 +22,12 @@ from electra_tf.data.normalization import TextNormalization
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import load_classifier
 from electra_tf.export.tflite import IDS_FILE, METADATA_FILE as LITERT_METADATA, TEXT_FILE
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
-from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
 from electra_tf.models.classifier_model import build_and_call
 from electra_tf.models import build_encoder
+from electra_tf.models.model_folder import (CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, CONFIG_FILE, VOCAB_FILE,
+                                            classifier_normalization, find_init_files, is_classifier_dir,
+                                            read_classifier_meta)
+from electra_tf.models.saving import load_encoder_weights
 from electra_tf.paths import resolve_model_dir
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,7 @@ def _is_litert_export(path: str) -> bool:
     """A .tflite file, or a folder `export --format tflite` wrote (its metadata beside the file, no classifier)."""
     if path.endswith(".tflite"):
         return True
-    return (os.path.isfile(os.path.join(path, LITERT_METADATA)) and not os.path.isfile(os.path.join(path, CLASSIFIER_FILE))
+    return (os.path.isfile(os.path.join(path, LITERT_METADATA)) and not is_classifier_dir(path)
             and any(os.path.isfile(os.path.join(path, name)) for name in (TEXT_FILE, IDS_FILE)))
 
 
@@ -97,12 +100,11 @@ def locate(path: str) -> Located:
     if os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
         raise ApiError(f"{path} is an exported SavedModel, which serves but cannot be trained further; load it with "
                        f"electra_tf.predict.Predictor, or pass the model directory it was exported from")
-    vocab = os.path.join(model_dir, "vocab.txt")
+    vocab = os.path.join(model_dir, VOCAB_FILE)
     vocab = vocab if os.path.isfile(vocab) else None
-    if os.path.isfile(os.path.join(model_dir, CLASSIFIER_FILE)):
-        with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
-            meta = json.load(f)
-        config = ElectraConfig.from_json(os.path.join(model_dir, "config.json"))
+    if is_classifier_dir(model_dir):
+        meta = read_classifier_meta(model_dir)
+        config = ElectraConfig.from_json(os.path.join(model_dir, CONFIG_FILE))
         return Located(model_dir, config, vocab, os.path.join(model_dir, CLASSIFIER_WEIGHTS), meta)
     try:
         weights, config_path, vocab_path = find_init_files(model_dir, None, None)

@@ -1,6 +1,6 @@
 """`python -m electra_tf.convert`: import released ELECTRA weights, or export ours.
 
-Import into our model directory (the layout of electra_tf/models/saving.py):
+Import into our model directory (the layout of electra_tf/models/model_folder.py):
 
     python -m electra_tf.convert --from google --input electra_small/ --output_dir models/small \
         --num_attention_heads 4
@@ -42,8 +42,8 @@ from electra_tf.convert import common, google, hf, keras_hub as kh
 from electra_tf.convert.mapping import CONVERTED, DISCRIMINATOR_HEAD, GENERATOR, ConversionError
 from electra_tf.convert.tokenizer_files import hf_note, keras_hub_note
 from electra_tf.data.vocab import VocabError, load_vocab
-from electra_tf.models import saving
-from electra_tf.models.saving import ModelDirError
+from electra_tf.models import model_folder, saving
+from electra_tf.models.model_folder import ModelDirError
 from electra_tf.paths import hub_download_hint, resolve_model_dir
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
@@ -191,7 +191,7 @@ def _export(args) -> int:
         return _fail("--from electra_tf needs --to google, hf or keras_hub")
     # A pre-training run directory (python -m electra_tf.pretrain): its model is in <run>/pretrained/.
     args.input = resolve_model_dir(args.input, "--input", lambda line: print(line, file=sys.stderr))
-    vocab = os.path.join(args.input, saving.VOCAB_FILE)
+    vocab = os.path.join(args.input, model_folder.VOCAB_FILE)
     if args.target == "keras_hub":
         encoder, config = saving.load_encoder(args.input)
         kh.export_preset(encoder, args.output_dir, vocab if os.path.isfile(vocab) else None, config.do_lower_case,
@@ -202,7 +202,7 @@ def _export(args) -> int:
             print(note, file=sys.stderr)
         print(json.dumps({"output": args.output_dir, "format": "keras_hub", "pooler": kh.POOLER_STATE}))
         return 0
-    objective = saving.load_config(args.input).objective
+    objective = model_folder.load_config(args.input).objective
     if objective not in ("electra", "electra_15", "two_stage", "adversarial"):
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "

@@ -14,8 +14,8 @@ from electra_tf.convert.mapping import (CONVERTED, DISCRIMINATOR_HEAD, GENERATOR
 from electra_tf.fileio import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.pretraining_model import ElectraPretrainingModel
-from electra_tf.models.saving import (CONVERSION_FILE, PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config,
-                                      load_layer, load_parts, save_pretrained)
+from electra_tf.models.model_folder import CONVERSION_FILE, PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config
+from electra_tf.models.saving import load_layer, load_parts, save_pretrained
 
 
 def _layers(tensors, prefix):

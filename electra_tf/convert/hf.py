@@ -38,6 +38,12 @@ from electra_tf.convert.tokenizer_files import hf_tokenizer_config, write_hf_tok
 from electra_tf.fileio import write_json_atomic
 from electra_tf.data.normalization import TextNormalization
 
+# A Hugging Face model folder's files (named as ours are, models/model_folder.py, but holding
+# Hugging Face's config; keras-hub's preset_utils keeps the two apart the same way).
+HF_CONFIG_FILE = "config.json"
+HF_VOCAB_FILE = "vocab.txt"
+
+
 # --------------------------------------------------------------------------- safetensors
 _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
            "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
@@ -233,7 +239,7 @@ def read_weights(model_dir: str) -> Dict[str, np.ndarray]:
 
 
 def read_config(model_dir: str) -> dict:
-    path = os.path.join(model_dir, "config.json")
+    path = os.path.join(model_dir, HF_CONFIG_FILE)
     if not os.path.isfile(path):
         raise ConversionError(f"{model_dir} has no config.json; pass a Hugging Face model directory")
     with open(path, encoding="utf-8") as f:
@@ -366,7 +372,7 @@ def native_pooling(model_dir: str) -> Optional[str]:
     """The sentence read-out a sentence-transformers model was trained with ("mean" or "cls"),
     from its `1_Pooling/config.json`; None where the directory has none or it is another mode
     (max, mean of square-root length), which fine-tuning here does not offer."""
-    path = os.path.join(model_dir, "1_Pooling", "config.json")
+    path = os.path.join(model_dir, "1_Pooling", HF_CONFIG_FILE)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
@@ -380,8 +386,8 @@ def native_pooling(model_dir: str) -> Optional[str]:
 
 def find_vocab(*dirs) -> Optional[str]:
     for d in dirs:
-        if d and os.path.isfile(os.path.join(d, "vocab.txt")):
-            return os.path.join(d, "vocab.txt")
+        if d and os.path.isfile(os.path.join(d, HF_VOCAB_FILE)):
+            return os.path.join(d, HF_VOCAB_FILE)
     return None
 
 
@@ -460,10 +466,10 @@ def export(pretrainer, output_dir: str, vocab_file: Optional[str] = None) -> Dic
                 hf[f"electra.embeddings.{key}.weight"] = tensors[f"electra/embeddings/{key}"]
             hf["electra.embeddings.LayerNorm.weight"] = tensors["electra/embeddings/LayerNorm/gamma"]
             hf["electra.embeddings.LayerNorm.bias"] = tensors["electra/embeddings/LayerNorm/beta"]
-        write_json_atomic(os.path.join(d, "config.json"), hf_config(config, kind), sort_keys=True)
+        write_json_atomic(os.path.join(d, HF_CONFIG_FILE), hf_config(config, kind), sort_keys=True)
         write_safetensors(os.path.join(d, "model.safetensors"), hf, {"format": "pt"})
         if vocab_file:
-            shutil.copyfile(vocab_file, os.path.join(d, "vocab.txt"))
+            shutil.copyfile(vocab_file, os.path.join(d, HF_VOCAB_FILE))
             # The model's text normalisation as tokenizer.json + tokenizer_config.json (tokenizer_files.py).
             write_hf_tokenizer(d, vocab_file, config.normalization, config.max_position_embeddings)
         else:

@@ -35,6 +35,8 @@ from electra_tf.convert.mapping import ABSENT, CONVERTED, DISCRIMINATOR, DISCRIM
 from electra_tf.data.vocab import load_vocab
 from electra_tf.models.keras_hub_compat import from_keras_hub_backbone, to_keras_hub_backbone
 
+PRESET_CONFIG_FILE = "config.json"  # a keras-hub preset's backbone config (keras_hub preset_utils.CONFIG_FILE)
+
 VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 # The exported pooler's values: keras' initializers under this seed (ELECTRA has no pooler to copy).
 POOLER_SEED = 0
@@ -69,7 +71,7 @@ def load_preset(preset_dir: str, base: Optional[ElectraConfig] = None, hidden_ac
     Returns (pretrainer, status, vocab_file): a new `ElectraPretrainingModel` whose
     discriminator encoder (and the shared embeddings) hold the preset's weights.
     """
-    if not os.path.isfile(os.path.join(preset_dir, "config.json")):
+    if not os.path.isfile(os.path.join(preset_dir, PRESET_CONFIG_FILE)):
         raise ConversionError(f"{preset_dir} is not a keras-hub preset directory (no config.json)")
     try:
         backbone = keras_hub.models.ElectraBackbone.from_preset(preset_dir)

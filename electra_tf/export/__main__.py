@@ -35,7 +35,7 @@ from electra_tf.config import ConfigError
 from electra_tf.data.vocab import VocabError
 from electra_tf.export import ExportError, build_module
 from electra_tf.export.warmup import DEFAULT_BATCH_SIZES, WarmupError, warmup_requests, write_warmup_requests
-from electra_tf.models.saving import ModelDirError
+from electra_tf.models.model_folder import ModelDirError
 from electra_tf.paths import output_dir_problem
 
 RENAMED = {"output": "output_dir"}  # old spelling -> new (electra_tf/cli.py refuses the old one)

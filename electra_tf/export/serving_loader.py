@@ -1,16 +1,17 @@
 """Builds a `ServingModule` from a model directory.
 
-Discriminator: our model directory (electra_tf/models/saving.py layout).
+Discriminator: our model directory (electra_tf/models/model_folder.py layout).
 
 Classifier: a directory written by fine-tuning, `save_classifier`
-(electra_tf/finetune/classifier_dir.py describes it). Its text normalisation
+(electra_tf/models/model_folder.py describes it). Its text normalisation
 comes from classifier.json, i.e. from the tokenizer fine-tuning used.
+`load_classifier` builds its `ClassifierModel` here, raising `ExportError`,
+the class `electra_tf.export.load_classifier`'s callers catch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from typing import Optional
@@ -19,10 +20,11 @@ from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError, error_line
 from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, classifier_normalization
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
-from electra_tf.models.saving import absent_parts, load_discriminator
+from electra_tf.models.model_folder import (CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, CONFIG_FILE, VOCAB_FILE, absent_parts,
+                                            check_classifier_dir, classifier_normalization, read_classifier_meta)
+from electra_tf.models.saving import load_discriminator
 from electra_tf.paths import resolve_model_dir
 from electra_tf.keras_compat import load_weights_only
 
@@ -57,10 +59,10 @@ def serving_precision(precision: Optional[str]):
 
 
 def _vocab(model_dir):
-    path = os.path.join(model_dir, "vocab.txt")
+    path = os.path.join(model_dir, VOCAB_FILE)
     if not os.path.isfile(path):
-        raise ExportError(f"{model_dir} has no vocab.txt, which in-graph tokenization needs; copy the "
-                          f"vocab.txt the model was trained with into it")
+        raise ExportError(f"{model_dir} has no {VOCAB_FILE}, which in-graph tokenization needs; copy the "
+                          f"{VOCAB_FILE} the model was trained with into it")
     return load_vocab(path)
 
 
@@ -83,16 +85,10 @@ def discriminator_module(model_dir: str, max_seq_length: Optional[int] = None,
 
 def load_classifier(model_dir: str):
     """Returns (ClassifierModel, ElectraConfig, classifier.json dict)."""
-    meta_path = os.path.join(model_dir, CLASSIFIER_FILE)
+    check_classifier_dir(model_dir, ExportError)
     weights = os.path.join(model_dir, CLASSIFIER_WEIGHTS)
-    for path in (meta_path, weights, os.path.join(model_dir, "config.json")):
-        if not os.path.isfile(path):
-            raise ExportError(f"{path} is missing; a classifier directory is written by "
-                              f"electra_tf.finetune.modeling.classifier_dir.save_classifier (config.json, vocab.txt, "
-                              f"{CLASSIFIER_WEIGHTS}, {CLASSIFIER_FILE})")
-    with open(meta_path, encoding="utf-8") as f:
-        meta = json.load(f)
-    config = ElectraConfig.from_json(os.path.join(model_dir, "config.json"))
+    meta = read_classifier_meta(model_dir)
+    config = ElectraConfig.from_json(os.path.join(model_dir, CONFIG_FILE))
     model = ClassifierModel(build_encoder(config), meta["num_outputs"], meta["regression"],
                             config.hidden_dropout_prob, config.initializer_range, meta["two_layer_head"],
                             pooling=meta.get("pooling", "cls"))
@@ -100,7 +96,7 @@ def load_classifier(model_dir: str):
     try:
         load_weights_only(model, weights)
     except (ValueError, OSError) as e:
-        raise ExportError(f"{weights} does not fit config.json / {CLASSIFIER_FILE} ({error_line(e)})") from None
+        raise ExportError(f"{weights} does not fit {CONFIG_FILE} / {CLASSIFIER_FILE} ({error_line(e)})") from None
     return model, config, meta
 
 

@@ -42,8 +42,9 @@ from tensorflow.lite.python.convert_phase import ConverterError
 
 from electra_tf.errors import ElectraError
 from electra_tf.export.serving import CLASSIFIER, ENCODED_INPUTS, ServingModule
+from electra_tf.models.model_folder import VOCAB_FILE  # the export carries the model's vocabulary under its name
 
-TEXT_FILE, IDS_FILE, METADATA_FILE, VOCAB_FILE = "model.tflite", "model_ids.tflite", "model.json", "vocab.txt"
+TEXT_FILE, IDS_FILE, METADATA_FILE = "model.tflite", "model_ids.tflite", "model.json"
 FORMAT = "litert"
 QUANTIZE = ("none", "int8")
 INPUTS = ("text", "ids")

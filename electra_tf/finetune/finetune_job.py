@@ -26,6 +26,7 @@ model with the text normalisation it was fine-tuned with.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -44,8 +45,9 @@ from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.normalization import VOCAB_RECORD_SUFFIX, TextNormalization, find_vocab_record
 from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.model_recipe import ModelRecipe, read_model_recipe
-from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights, reinit_top_layers
+from electra_tf.finetune.modeling.encoder_init import reinit_top_layers
+from electra_tf.models.model_folder import ModelDirError, ModelRecipe, find_init_files, read_model_recipe
+from electra_tf.models.saving import load_encoder_weights
 from electra_tf.models.classifier_model import build_and_call
 from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
@@ -96,7 +98,8 @@ def run_seed(s: Settings, task: FinetuneTask, seed: int, cfg: ElectraConfig, tok
         model = task.build_model(encoder, cfg, s, data)
         build_and_call(model, s.max_seq_length)
         if weights:
-            load_encoder_weights(encoder, weights)
+            with _init_errors():
+                load_encoder_weights(encoder, weights)
         reinit_top_layers(encoder, cfg, s.reinit_top_layers)  # after loading, for both inits alike
         total, _ = train_steps(data.num_train, s, s.epochs)
         opt, mult = make_optimizer(model, encoder, s, s.learning_rate, s.layerwise_lr_decay, total)
@@ -195,6 +198,16 @@ def format_table(task: str, results: List[Dict], median: Dict[str, float],
     return "\n".join(out)
 
 
+@contextlib.contextmanager
+def _init_errors():
+    """A model folder's problem (models/model_folder.py, models/saving.py) is --init's: one FinetuneError
+    line, which the CLI reports."""
+    try:
+        yield
+    except ModelDirError as e:
+        raise FinetuneError(str(e)) from None
+
+
 def resolve_init(s: Settings, task: FinetuneTask
                  ) -> Tuple[Optional[str], str, str, ElectraConfig, FinetuneTokenizer, Optional[ModelRecipe]]:
     """Finds the --init files, fills the defaults into `s` (the model folder's recipe, then the
@@ -203,14 +216,16 @@ def resolve_init(s: Settings, task: FinetuneTask
     Returns:
       (weights or None, config path, vocab path, config, tokenizer, the model folder's recipe or None).
     """
-    weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
+    with _init_errors():
+        weights, config_path, vocab_path = find_init_files(s.init, s.config, s.vocab_file)
     cfg = ElectraConfig.from_json(config_path)
     if s.init == "random":
         # A random encoder is built for the vocabulary it is given, as pre-training does.
         cfg = cfg.for_vocab(vocab_path)
     ref = task.reference_hparams(cfg.model_size, cfg.pooling)
-    # The model folder's own recipe (model_recipe.py) comes before the size's; a flag before both.
-    recipe, note = read_model_recipe(os.path.dirname(weights) if weights else None)
+    # The model folder's own recipe (finetune_recipe.json) comes before the size's; a flag before both.
+    with _init_errors():
+        recipe, note = read_model_recipe(os.path.dirname(weights) if weights else None)
     if note:
         print(f"note: {note}", flush=True)
     for key, value in (recipe.settings.items() if recipe else ()):

@@ -55,7 +55,7 @@ class Settings:
     two_layer_head: bool = False
     pooling: Optional[str] = None  # classifier input: the [CLS] vector or "mean" of the tokens (None: by size)
     # Re-draw the top N Transformer blocks after loading --init (None: the model folder's
-    # finetune_recipe.json, else 0; model_recipe.py).
+    # finetune_recipe.json, else 0; models/model_folder.py).
     reinit_top_layers: Optional[int] = None
     double_unordered: bool = True
     tagging_scheme: str = "BIO"

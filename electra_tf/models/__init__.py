@@ -4,6 +4,8 @@ Also the whole models, one a module: the pre-training networks (pretraining_mode
 embedding sharing in embedding_sharing.py) and the fine-tuned classifier, tagger and SQuAD
 reader (classifier_model.py, tagger_model.py, squad_model.py, with their heads:
 classification_head.py, token_classification_head.py, span_head.py, answerable_head.py).
+And the model folder on disk: its file names, finding and reading it (model_folder.py), and
+writing and loading its weights (saving.py).
 """
 
 from electra_tf.models.builders import build_embeddings, build_encoder, build_generator_encoder

@@ -1,7 +1,9 @@
-"""The on-disk layout of a pre-trained ELECTRA model, shared by every tool.
+"""Writing and loading the weights of a pre-trained model folder, shared by every tool.
 
-A model directory (what pre-training writes at the end, what `convert` writes,
-what `finetune --init` and `export` read):
+The folder's file names, and reading its config, vocabulary and conversion
+record, are `electra_tf.models.model_folder`. A model directory (what
+pre-training writes at the end, what `convert` writes, what `finetune --init`
+and `export` read):
 
     config.json                    ElectraConfig of the whole model
     vocab.txt                      the WordPiece vocabulary (if known)
@@ -46,35 +48,25 @@ pre-training layer above: `electra_tf.pretrain.pretrainer_loading.load_pretraine
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
+
+import keras
+import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.errors import error_line
 from electra_tf.fileio import write_text_atomic
 from electra_tf.models.builders import build_encoder
 from electra_tf.models.heads import DiscriminatorHead
-from electra_tf.errors import ElectraError, error_line
+from electra_tf.models.model_folder import (CONFIG_FILE, COPY_HEAD_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE,
+                                            DISCRIMINATOR_KERAS_FILE, GENERATOR_FILE, GENERATOR_HEAD_FILE,
+                                            MLM_HEAD_FILE, PRETRAINER_FILE, ModelDirError, absent_parts, copy_vocab,
+                                            load_config, read_conversion_record)
 from electra_tf.keras_compat import load_weights_only, save_weights_only
 from electra_tf.paths import resolve_model_dir
 
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.txt"
-DISCRIMINATOR_FILE = "discriminator.weights.h5"
-DISCRIMINATOR_HEAD_FILE = "discriminator_head.weights.h5"
-GENERATOR_FILE = "generator.weights.h5"
-GENERATOR_HEAD_FILE = "generator_head.weights.h5"
-MLM_HEAD_FILE = "mlm_head.weights.h5"
-COPY_HEAD_FILE = "copy_head.weights.h5"
-PRETRAINER_FILE = "pretrainer.weights.h5"
-DISCRIMINATOR_KERAS_FILE = "discriminator.keras"
-CONVERSION_FILE = "conversion.json"  # written by convert: source and per-part status
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
-
-
-class ModelDirError(ElectraError, ValueError):
-    """A model directory that is missing files or does not match its config."""
 
 
 def _save_layer(layer, path):
@@ -95,7 +87,7 @@ def load_layer(layer, path):
     except (ValueError, OSError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(
-            f"{path} does not fit the model described by config.json ({first}); "
+            f"{path} does not fit the model described by {CONFIG_FILE} ({first}); "
             "check that the config belongs to these weights"
         ) from None
 
@@ -121,10 +113,7 @@ def save_pretrained(model_dir: str, pretrainer, vocab_file: Optional[str] = None
     os.makedirs(model_dir, exist_ok=True)
     write_text_atomic(os.path.join(model_dir, CONFIG_FILE), pretrainer.config.to_json())
     if vocab_file is not None:
-        target = os.path.join(model_dir, VOCAB_FILE)
-        if os.path.abspath(vocab_file) != os.path.abspath(target):
-            shutil.copyfile(vocab_file, target + ".tmp")
-            os.replace(target + ".tmp", target)
+        copy_vocab(vocab_file, model_dir)
     # The encoder to fine-tune as a plain encoder: with embedding_sharing=gdes the
     # pre-trainer merges its token table (E_gen + E_delta) into a copy.
     merged = getattr(pretrainer, "merged_discriminator", None)
@@ -169,19 +158,10 @@ def load_parts(pretrainer, model_dir: str) -> None:
 
 def discriminator_model(encoder, head):
     """A functional Keras model: ids/mask/segments -> sequence output and replaced logits."""
-    import keras
-
     inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in INPUT_NAMES}
     sequence = encoder(inputs)
     return keras.Model(inputs, {"sequence_output": sequence, "replaced_logits": head(sequence)},
                        name="electra_discriminator")
-
-
-def load_config(model_dir: str) -> ElectraConfig:
-    path = os.path.join(model_dir, CONFIG_FILE)
-    if not os.path.isfile(path):
-        raise ModelDirError(f"{model_dir} has no {CONFIG_FILE}; pass a directory written by electra_tf (pretrain or convert)")
-    return ElectraConfig.from_json(path)
 
 
 def _built(encoder, config):
@@ -226,16 +206,75 @@ def load_discriminator(model_dir: str) -> Tuple[object, DiscriminatorHead, Elect
     return encoder, head, config
 
 
-def read_conversion_record(model_dir: str) -> Optional[dict]:
-    """conversion.json of a converted model directory (None for a pre-trained one)."""
-    path = os.path.join(model_dir, CONVERSION_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def load_encoder_weights(encoder, path: str) -> None:
+    """Loads pre-trained discriminator weights into a built encoder.
+
+    Args:
+      encoder: a built `ElectraEncoder`.
+      path: a `.weights.h5` file saved from the encoder (or a model whose only
+        layer is it), a `.keras` file of such a model, or a TF checkpoint prefix
+        whose object graph has the encoder under `encoder` or `discriminator`.
+    """
+    if path.endswith(".weights.h5"):
+        _load_weights_h5(encoder, path)
+    elif path.endswith(".keras"):
+        _load_keras_file(encoder, path)
+    else:
+        _load_tf_checkpoint(encoder, path)
 
 
-def absent_parts(model_dir: str) -> List[str]:
-    """Parts a conversion left at their initial values (empty for trained models)."""
-    record = read_conversion_record(model_dir) or {}
-    return sorted(p for p, s in record.get("parts", {}).items() if s != "converted")
+def _load_weights_h5(encoder, path: str) -> None:
+    try:
+        load_weights_only(encoder, path)  # strict: every variable of the built encoder
+    except ValueError as e:
+        raise ModelDirError(
+            f"--init {path} does not fit the model config ({error_line(e)}); pass the config.json "
+            f"of the model that wrote it with --config") from None
+    except OSError as e:
+        raise ModelDirError(f"--init {path} is not a readable .weights.h5 file ({error_line(e)}); "
+                            f"pass the pre-training output directory") from None
+
+
+def _load_keras_file(encoder, path: str) -> None:
+    try:
+        # safe_mode: a .keras file that carries Python code (a Lambda layer) is refused.
+        saved = keras.saving.load_model(path, compile=False, safe_mode=True)
+    except ValueError as e:
+        if "safe_mode" in str(e) or "Lambda" in str(e):
+            raise ModelDirError(
+                f"--init {path} contains Python code (a Lambda layer), which is never executed; "
+                f"pass a .weights.h5 file or a model directory written by electra_tf") from None
+        raise ModelDirError(f"--init {path} is not a model electra_tf can load ({error_line(e)}); "
+                            f"pass a .weights.h5 file or a model directory") from None
+    source = saved if hasattr(saved, "transformer_layers") else next(
+        (l for l in saved.layers if hasattr(l, "transformer_layers")), None)
+    if source is None:
+        raise ModelDirError(f"{path}: no ElectraEncoder inside the saved model")
+    try:
+        encoder.set_weights(source.get_weights())
+    except ValueError as e:
+        raise ModelDirError(f"--init {path} does not fit the model config ({error_line(e)}); pass "
+                            f"the config.json of that model with --config") from None
+
+
+def _load_tf_checkpoint(encoder, path: str) -> None:
+    try:
+        names = [n for n, _ in tf.train.list_variables(path)]
+    except (tf.errors.OpError, ValueError) as e:
+        raise ModelDirError(f"{path}: not a readable TF checkpoint ({error_line(e)}); "
+                            f"pass a .weights.h5 file or a run directory") from None
+    for key in ("discriminator", "encoder"):
+        stored = [n for n in names if n.startswith(key + "/") and n.endswith("VARIABLE_VALUE")
+                  and "OPTIMIZER_SLOT" not in n]
+        if not stored:
+            continue
+        # A partial restore would silently leave random layers: demand every variable.
+        if len(stored) != len(encoder.weights):
+            raise ModelDirError(
+                f"{path}: the checkpoint holds {len(stored)} variables under '{key}/' but the encoder has "
+                f"{len(encoder.weights)} (Keras 3 layer lists are not tracked by tf.train.Checkpoint); "
+                f"save the discriminator as a .weights.h5 file instead")
+        tf.train.Checkpoint(**{key: encoder}).read(path).assert_existing_objects_matched()
+        return
+    raise ModelDirError(f"{path}: no 'discriminator/' or 'encoder/' variables in this checkpoint; "
+                        f"pass the pre-training output (or a .weights.h5 of the discriminator encoder)")

@@ -32,7 +32,7 @@ from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import classifier_module
 from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA, ENCODED_INPUTS
 from electra_tf.export.tflite import IDS_FILE, METADATA_FILE, LiteRTError, LiteRTModel, read_metadata
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_FILE
+from electra_tf.models.model_folder import CLASSIFIER_FILE, VOCAB_FILE, is_classifier_dir, read_classifier_meta
 from electra_tf.paths import resolve_model_dir
 from electra_tf.preprocessing import TextPreprocessor, text_list
 
@@ -63,7 +63,7 @@ def _is_litert(path: str) -> bool:
     """A .tflite file, or a folder `export --format tflite` wrote."""
     if os.path.isfile(path):
         return path.endswith(".tflite")
-    return os.path.isfile(os.path.join(path, METADATA_FILE)) and not os.path.isfile(os.path.join(path, CLASSIFIER_FILE))
+    return os.path.isfile(os.path.join(path, METADATA_FILE)) and not is_classifier_dir(path)
 
 
 class Predictor:
@@ -126,11 +126,10 @@ class Predictor:
                 raise PredictError(f"precision={precision!r} applies to a fine-tuning seed directory; a SavedModel "
                                    f"runs in the precision it was exported with")
             meta = self._load_saved_model(model_dir)
-        elif os.path.isfile(os.path.join(model_dir, CLASSIFIER_FILE)):
+        elif is_classifier_dir(model_dir):
             module = classifier_module(model_dir, max_seq_length, precision)
             self._call = module.serve
-            with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
-                meta = dict(json.load(f), max_seq_length=module.max_seq_length)
+            meta = dict(read_classifier_meta(model_dir), max_seq_length=module.max_seq_length)
         else:
             raise PredictError(f"{model_dir} holds no fine-tuned classifier ({CLASSIFIER_FILE} or saved_model.pb); "
                                f"fine-tune one with python -m electra_tf.finetune and pass its seed_<n>/ directory "
@@ -195,7 +194,7 @@ class Predictor:
     @staticmethod
     def _ids_call(model: LiteRTModel, folder: str, meta: dict):
         """Texts -> the ids-in file's outputs, tokenized with the folder's vocab.txt and normalisation."""
-        vocab = os.path.join(folder, meta.get("vocab", "vocab.txt"))
+        vocab = os.path.join(folder, meta.get("vocab", VOCAB_FILE))
         if not os.path.isfile(vocab):
             raise PredictError(f"{folder} has no {os.path.basename(vocab)}, which tokenizes for {IDS_FILE}; export "
                                f"again")

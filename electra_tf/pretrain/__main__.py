@@ -22,7 +22,7 @@ from electra_tf.cli import exit_with_error, parse_flags, report_error, report_in
 from electra_tf.config import ConfigError
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.vocab import VocabError
-from electra_tf.models.saving import ModelDirError
+from electra_tf.models.model_folder import ModelDirError
 from electra_tf.paths import config_names
 # The module, not its function: tests replace `run.run_pretraining` (monkeypatch).
 from electra_tf.pretrain import pretrain_job as run

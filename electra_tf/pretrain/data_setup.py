@@ -20,6 +20,7 @@ from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.fileio import read_json, write_text_atomic
 from electra_tf.data.reader import CorruptShardError, find_corrupt_shards, pretraining_dataset
 from electra_tf.errors import error_line
+from electra_tf.models.model_folder import VOCAB_FILE
 from electra_tf.training.distribution import BatchSplit, StrategyError, split_batch
 from electra_tf.pretrain.options import (DEMO_EVAL_DOCS, DEMO_VOCAB_MIN_COUNT, DEMO_VOCAB_SIZE, SAMPLE_CORPUS,
                                          PretrainOptions, RunPlan, fail)
@@ -46,7 +47,7 @@ def prepare_embedded_default(model_dir: str, config: ElectraConfig, log: Callabl
     corpus_dir = os.path.join(model_dir, "corpus")
     os.makedirs(corpus_dir, exist_ok=True)
     train_txt, eval_txt, num_docs = _split_sample_corpus(corpus_dir)
-    vocab_file = os.path.join(model_dir, "vocab.txt")
+    vocab_file = os.path.join(model_dir, VOCAB_FILE)
     # The config's normalisation if it names one, else the default mode with the config's casing;
     # pretrain_job records it in the model's config (embedded_normalization).
     normalization = (config.normalization if config.text_normalization is not None

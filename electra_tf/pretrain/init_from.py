@@ -17,8 +17,9 @@ import os
 from typing import Callable, Dict
 
 from electra_tf.config import ElectraConfig
-from electra_tf.models.saving import (CONFIG_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE, GENERATOR_FILE,
-                                      GENERATOR_HEAD_FILE, MLM_HEAD_FILE, absent_parts, load_layer)
+from electra_tf.models.model_folder import (CONFIG_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE, GENERATOR_FILE,
+                                            GENERATOR_HEAD_FILE, MLM_HEAD_FILE, absent_parts)
+from electra_tf.models.saving import load_layer
 
 # (model attribute, file, conversion part name, the config fields its shape depends on)
 _OPTIONAL_PARTS = (

@@ -22,7 +22,7 @@ from electra_tf.data.data_errors import DataError
 from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
-from electra_tf.models.saving import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
+from electra_tf.models.model_folder import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
 from electra_tf.pretrain.snapshots import SNAPSHOT_DTYPES
 from electra_tf.paths import (CONFIG_DIR, SAMPLE_CORPUS, is_remote, output_dir_problem, resolve_config,
                               resolve_model_dir)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.models.saving import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config, load_layer, load_parts
+from electra_tf.models.model_folder import PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config
+from electra_tf.models.saving import load_layer, load_parts
 from electra_tf.pretrain.pretrainer import ElectraPretrainer
 
 

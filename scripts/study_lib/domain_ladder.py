@@ -70,7 +70,7 @@ RUNGS = [
 _SMALL = size_defaults.for_size("small")
 RECIPES = {
     # What a user gets with no recipe flags: the model folder's own recipe where it ships one
-    # (finetune_recipe.json, electra_tf/finetune/model_recipe.py), else the size's defaults
+    # (finetune_recipe.json, electra_tf/models/model_folder.py), else the size's defaults
     # (electra_tf/finetune/size_defaults.py).
     "defaults": dict(),
     # ELECTRA-Small's size defaults spelled out, whatever recipe a model folder ships (what

@@ -131,7 +131,7 @@ def test_bad_paths_and_arguments_are_one_line(run_dir, tmp_path):
 def test_scorer_on_a_classifier_points_to_predictor(run_dir, tmp_path):
     from electra_tf import ElectraClassifier
     from electra_tf.export import export
-    from electra_tf.models.saving import ModelDirError
+    from electra_tf.models.model_folder import ModelDirError
     from electra_tf.scoring import Scorer
 
     saved = ElectraClassifier.from_pretrained(str(run_dir), num_classes=2, sequence_length=16).save(

@@ -24,7 +24,7 @@ LONG = ["the big dog ran to the river and the cat sat on the mat " * 3]  # cut a
 
 @pytest.fixture(scope="module")
 def seed_dir(tmp_path_factory):
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 
     from electra_tf.models.saving import load_encoder

@@ -13,7 +13,8 @@ from helpers import require_torch
 from electra_tf.convert import google, hf
 from electra_tf.convert.__main__ import main as convert_main
 from electra_tf.convert.mapping import check_and_assign, export_tensors, pretrainer_entries
-from electra_tf.models.saving import load_config, load_encoder, save_pretrained
+from electra_tf.models.model_folder import load_config
+from electra_tf.models.saving import load_encoder, save_pretrained
 
 ATOL = 1e-5
 

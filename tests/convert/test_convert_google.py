@@ -10,7 +10,7 @@ import convert_helpers as h
 from electra_tf.convert import common, google
 from electra_tf.convert.__main__ import main as convert_main
 from electra_tf.convert.mapping import ConversionError
-from electra_tf.models.saving import absent_parts
+from electra_tf.models.model_folder import absent_parts
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_layout_and_record(converted, tf1_checkpoint):
     assert record["parts"] == {"discriminator": "converted", "discriminator_head": "converted",
                                "generator": "converted"}
     assert record["skipped"] > 0  # adam_m / adam_v / global_step
-    from electra_tf.models.saving import load_config
+    from electra_tf.models.model_folder import load_config
     cfg = load_config(converted)
     want = tf1_checkpoint[1]
     for key in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -76,7 +76,7 @@ def test_round_trip_our_weights_through_tf1_names(tmp_path):
     out = str(tmp_path / "model")
     assert convert_main(["--from", "google", "--input", str(tmp_path / "ckpt"), "--output_dir", out,
                          "--num_attention_heads", "2", "--require_all"]) == 0
-    from electra_tf.models.saving import load_config
+    from electra_tf.models.model_folder import load_config
     assert load_config(out).untied_generator_embeddings
     batch = h.model_batch(config)
     np.testing.assert_array_equal(h.ours_discriminator_logits(out, batch),

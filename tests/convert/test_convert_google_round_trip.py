@@ -15,7 +15,7 @@ import convert_helpers as h
 from electra_tf.config import ElectraConfig
 from electra_tf.convert import google
 from electra_tf.convert.__main__ import main as convert_main
-from electra_tf.models import saving
+from electra_tf.models import model_folder, saving
 from electra_tf.scoring import Scorer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +54,7 @@ def test_round_trip_gives_equal_scores(tmp_path, name):
     back = str(tmp_path / "back")
     assert convert_main(["--from", "google", "--input", ckpt, "--output_dir", back]) == 0  # no flag needed
 
-    got = saving.load_config(back)
+    got = model_folder.load_config(back)
     for key in google.MODEL_FACTS + google.SETTINGS + ("hidden_size", "num_hidden_layers", "intermediate_size",
                                                        "embedding_size", "generator_hidden_dim"):
         assert getattr(got, key) == getattr(config, key), key
@@ -94,7 +94,7 @@ def test_checkpoint_without_its_sidecar_refuses_to_guess_the_head_count(tmp_path
     # The flag is the fix: with the right count the model is the original one.
     assert convert_main(["--from", "google", "--input", str(bare), "--output_dir", str(out),
                          "--num_attention_heads", "2"]) == 0
-    assert saving.load_config(str(out)).num_attention_heads == 2
+    assert model_folder.load_config(str(out)).num_attention_heads == 2
 
 
 def test_head_flag_that_contradicts_the_sidecar_is_refused(tmp_path, tiny_ckpt, capsys):

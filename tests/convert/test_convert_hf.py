@@ -61,7 +61,7 @@ def test_our_safetensors_round_trip_without_torch(ours_and_export, tmp_path):
     out = str(tmp_path / "model")
     assert convert_main(["--from", "hf", "--input", dirs["discriminator"], "--generator_input",
                          dirs["generator"], "--output_dir", out, "--require_all"]) == 0
-    from electra_tf.models.saving import load_config
+    from electra_tf.models.model_folder import load_config
     cfg = load_config(out)
     assert not cfg.untied_generator_embeddings  # both copies of the tables agree -> shared
     assert cfg.num_attention_heads == config.num_attention_heads and cfg.hidden_act == "gelu"

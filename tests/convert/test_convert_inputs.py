@@ -9,10 +9,9 @@ import pytest
 
 import convert_helpers as h
 from electra_tf.convert.__main__ import main as convert_main
-from electra_tf.finetune.modeling.encoder_init import find_init_files
-from electra_tf.finetune.settings import FinetuneError
+from electra_tf.models.model_folder import find_init_files
 from electra_tf.models import saving
-from electra_tf.models.saving import ModelDirError
+from electra_tf.models.model_folder import ModelDirError
 from electra_tf.scoring import Scorer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,7 +79,7 @@ def test_finetune_init_on_a_preset_or_hf_directory_points_to_convert(tmp_path, m
     init = str(tmp_path / "exported") if fmt == "keras_hub" else str(tmp_path / "exported" / "discriminator")
     name = os.path.basename(init)
     what = "a keras-hub preset directory" if fmt == "keras_hub" else "a Hugging Face model directory"
-    with pytest.raises(FinetuneError) as e:
+    with pytest.raises(ModelDirError) as e:
         find_init_files(init, None, None)
     assert str(e.value) == (f"--init {init!r} is {what}, not a model directory of electra_tf; convert it first: "
                             f"python -m electra_tf.convert --from {fmt} --input {init} --output_dir models/{name}, "

@@ -66,8 +66,9 @@ def test_preset_loads_with_keras_hub(preset, model_dir):
 def test_import_preset(preset, tmp_path, model_dir):
     import keras_hub
 
-    from electra_tf.models.saving import absent_parts
-    from electra_tf.models.saving import load_config, load_discriminator
+    from electra_tf.models.model_folder import absent_parts
+    from electra_tf.models.model_folder import load_config
+    from electra_tf.models.saving import load_discriminator
 
     out = str(tmp_path / "model")
     assert convert_main(["--from", "keras_hub", "--input", preset, "--output_dir", out,

@@ -35,7 +35,7 @@ OPTIONS = {"default": [], "freeze_weights": ["--freeze_weights"], "bf16": ["--pr
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     """The three things one exports: a pre-trained discriminator, a pair classifier, a one-text classifier."""
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator
 

@@ -10,7 +10,7 @@ import pytest
 
 from electra_tf.config import ElectraConfig
 from electra_tf.export.serving_loader import load_classifier
-from electra_tf.finetune.modeling.classifier_dir import CLASSIFIER_WEIGHTS, save_classifier
+from electra_tf.models.model_folder import CLASSIFIER_WEIGHTS, save_classifier
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 

@@ -69,8 +69,8 @@ def test_load_pretrained_encoder_weights(tmp_path):
     from keras.src.saving import saving_lib
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetune.settings import FinetuneError
-    from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
+    from electra_tf.models.model_folder import ModelDirError
+    from electra_tf.models.saving import load_encoder_weights
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 
@@ -93,9 +93,9 @@ def test_load_pretrained_encoder_weights(tmp_path):
         for a, b in zip(src.get_weights(), dst.get_weights()):
             np.testing.assert_array_equal(a, b)
     else:
-        with pytest.raises(FinetuneError, match=f"holds {n_ckpt} variables under 'discriminator/'"):
+        with pytest.raises(ModelDirError, match=f"holds {n_ckpt} variables under 'discriminator/'"):
             load_encoder_weights(dst, str(tmp_path / "ckpt"))
-    with pytest.raises(FinetuneError, match="not a readable TF checkpoint"):
+    with pytest.raises(ModelDirError, match="not a readable TF checkpoint"):
         load_encoder_weights(dst, str(tmp_path / "nothing"))
 
 

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import helpers
-from electra_tf.finetune.model_recipe import RECIPE_FILE, read_model_recipe
-from electra_tf.finetune.settings import FinetuneError
+from electra_tf.models.model_folder import RECIPE_FILE, ModelDirError, read_model_recipe
 from finetune.cli_helpers import finetune_main
 
 WHY = "measured on IMDB 500"
@@ -49,7 +48,7 @@ def test_reading_the_file(tmp_path):
 ])
 def test_a_bad_file_is_one_line_naming_it(tmp_path, settings, steps, why, message):
     _write(tmp_path, settings, steps=steps, why=why)
-    with pytest.raises(FinetuneError) as e:
+    with pytest.raises(ModelDirError) as e:
         read_model_recipe(str(tmp_path))
     text = str(e.value)
     assert "\n" not in text and text.startswith(str(tmp_path / RECIPE_FILE)) and message in text

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.vocab import special_token_ids
-from electra_tf.models import saving
+from electra_tf.models import model_folder, saving
 from electra_tf.pretrain.pretrainer_loading import load_pretrainer  # the pre-trainer class is above models/
 from electra_tf.pretrain import ElectraPretrainer
 
@@ -88,15 +88,16 @@ def test_mismatched_config_is_refused(saved, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(model_dir, other)
     cfg.replace(hidden_size=128, num_attention_heads=2).to_json(str(other / "config.json"))
-    with pytest.raises(saving.ModelDirError, match="does not fit"):
+    with pytest.raises(model_folder.ModelDirError, match="does not fit"):
         saving.load_discriminator(str(other))
-    with pytest.raises(saving.ModelDirError, match="no config.json"):
+    with pytest.raises(model_folder.ModelDirError, match="no config.json"):
         saving.load_discriminator(str(tmp_path))
 
 
 def test_finetune_init_gives_the_pretrained_discriminator(saved):
     """`finetune --init <model dir>` builds its own encoder and loads it: same outputs."""
-    from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
+    from electra_tf.models.model_folder import find_init_files
+    from electra_tf.models.saving import load_encoder_weights
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 

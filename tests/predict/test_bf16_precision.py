@@ -31,7 +31,7 @@ def seed_dir(tmp_path_factory):
     """A fine-tuning seed directory: a tiny 3-class classifier with weights moved off their init."""
     import keras
 
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 

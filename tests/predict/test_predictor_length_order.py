@@ -44,7 +44,7 @@ def classifier(tmp_path_factory):
 
     from electra_tf.config import ElectraConfig
     from electra_tf.export import export
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models import build_encoder
 

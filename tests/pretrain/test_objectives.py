@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.models.saving import ModelDirError, load_discriminator, save_pretrained
+from electra_tf.models.model_folder import ModelDirError
+from electra_tf.models.saving import load_discriminator, save_pretrained
 from electra_tf.pretrain.pretrainer_loading import load_pretrainer
 from electra_tf.pretrain import ElectraPretrainer, create_optimizer, metric_names
 
@@ -229,7 +230,8 @@ def test_adversarial_generator_loss_is_reinforce_on_the_discriminator_loss():
 # ------------------------------------------------------ saving and training
 @pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
 def test_model_dir_holds_the_encoder_to_fine_tune(tmp_path, objective):
-    from electra_tf.finetune.modeling.encoder_init import find_init_files, load_encoder_weights
+    from electra_tf.models.model_folder import find_init_files
+    from electra_tf.models.saving import load_encoder_weights
     from electra_tf.models import build_encoder
 
     model = make_model(objective)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.large  # pre-trains and fine-tunes through the CLIs: no
 def test_pretrain_cli_then_finetune(tmp_path, job_args, shared_data, override):
     from electra_tf.finetune.settings import Settings
     from electra_tf.finetune.finetune_job import run_task
-    from electra_tf.models.saving import load_config
+    from electra_tf.models.model_folder import load_config
 
     model_dir = tmp_path / "run"
     args = job_args(model_dir, "--train_steps", "3", "--save_every", "3", "--log_every", "3",

@@ -698,7 +698,7 @@ def _(c):
 
 
 @entry("export-classifier-files-missing", E, "--kind classifier on a directory without classifier.json",
-       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.finetune.modeling.classifier_dir.save_classifier "
+       "error: <classifier.json> is missing; a classifier directory is written by electra_tf.models.model_folder.save_classifier "
        "(config.json, vocab.txt, classifier.weights.h5, classifier.json)", 2)
 def _(c):
     return c.export(["--model_dir", c.model_dir(), "--output_dir", c.tmp / "sm", "--kind", "classifier"],

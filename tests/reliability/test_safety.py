@@ -29,13 +29,13 @@ def code_carrying_model(tmp_path):
 
 
 def test_keras_file_with_a_lambda_layer_is_refused_by_the_finetune_loader(code_carrying_model, tmp_path):
-    from electra_tf.finetune.settings import FinetuneError
-    from electra_tf.finetune.modeling.encoder_init import load_encoder_weights
+    from electra_tf.models.model_folder import ModelDirError
+    from electra_tf.models.saving import load_encoder_weights
     from electra_tf.models import build_encoder
 
     path, marker, _ = code_carrying_model
     encoder = build_encoder(helpers.tiny_config(max_seq_length=24))
-    with pytest.raises(FinetuneError) as info:
+    with pytest.raises(ModelDirError) as info:
         load_encoder_weights(encoder, path)
     assert str(info.value) == (f"--init {path} contains Python code (a Lambda layer), which is never executed; "
                                f"pass a .weights.h5 file or a model directory written by electra_tf")
@@ -102,7 +102,7 @@ def test_no_loader_can_unpickle_or_switch_safe_mode_off():
 def test_exported_classifier_holds_no_path_of_the_exporting_machine(tmp_path):
     import numpy as np
 
-    from electra_tf.finetune.modeling.classifier_dir import save_classifier
+    from electra_tf.models.model_folder import save_classifier
     from electra_tf.export.__main__ import main as export_main
     from electra_tf.models.classifier_model import ClassifierModel, build_and_call
     from electra_tf.models.saving import load_discriminator

@@ -138,7 +138,7 @@ def test_every_recipe_but_defaults_sets_everything_a_model_folder_recipe_could_c
     re-drawn, a 320-step floor), an earlier snapshot and random init: it passes a flag for every
     setting such a recipe may set (batch_size through recipe_flags' --batch_size 32, Small's default),
     with Small's size defaults where the recipe names none. Only `defaults` is left to the folder."""
-    from electra_tf.finetune.model_recipe import SETTINGS
+    from electra_tf.models.model_folder import RECIPE_SETTINGS
     from electra_tf.finetune.size_defaults import for_size
 
     small = for_size("small")
@@ -147,7 +147,7 @@ def test_every_recipe_but_defaults_sets_everything_a_model_folder_recipe_could_c
         if name == "defaults":
             continue
         flags = domain_study.recipe_flags(recipe)
-        assert set(SETTINGS) <= {f[2:] for f in flags[::2]}, name
+        assert set(RECIPE_SETTINGS) <= {f[2:] for f in flags[::2]}, name
         assert flags[:2] == ["--batch_size", str(small.batch_size)], name
     size = domain_ladder.RECIPES["size_defaults"]
     assert (size["learning_rate"], size["pooling"], size["layerwise_lr_decay"]) == (

@@ -1,7 +1,7 @@
 """GLUE classification and regression as a `FinetuneTask` (cola, sst2, ..., stsb).
 
 Data come from `glue_data.py` (TSV files or tfds); the model is `ClassifierModel`.
-The trained classifier is saved with its labels and casing (`classifier_dir`)
+The trained classifier is saved with its labels and casing (`model_folder.save_classifier`)
 so `python -m electra_tf.export --kind classifier` serves it as trained.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from electra_tf.finetune.readers import glue_data
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.models.model_folder import save_classifier
 from electra_tf.finetune.tasks.task_metrics import compute_metrics
 from electra_tf.finetune.settings import Settings
 from electra_tf.models.classifier_model import ClassifierModel

@@ -34,7 +34,7 @@ from electra_tf.data.table_files import TextFileError
 from electra_tf.finetune.own_data_report import (CLASS_COLUMNS, SCORE_COLUMNS, baseline, data_summary,
                                                   format_own_table, summary_lines, write_predictions)
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.modeling.classifier_dir import save_classifier
+from electra_tf.models.model_folder import save_classifier
 from electra_tf.finetune.tasks.task_metrics import (accuracy, macro_f1, matthews_corrcoef, mean_squared_error, pearson,
                                          spearman)
 from electra_tf.models.classifier_model import ClassOrScoreLoss, LabelledClassifierModel

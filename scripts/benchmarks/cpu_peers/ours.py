@@ -74,7 +74,7 @@ class Ours:
 
         from electra_tf.config import ElectraConfig
         from electra_tf.data.vocab import special_token_ids
-        from electra_tf.finetune.modeling.classifier_dir import save_classifier
+        from electra_tf.models.model_folder import save_classifier
         from electra_tf.models.classifier_model import ClassifierModel, build_and_call
         from electra_tf.models.saving import load_encoder, save_pretrained
         from electra_tf.pretrain import ElectraPretrainer
