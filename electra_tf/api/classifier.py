@@ -207,6 +207,9 @@ class ElectraClassifier(keras.Model):
         return model
 
     # ------------------------------------------------------------------ Keras
+    # keras-hub's name for it (`Task.from_preset`): the same method, for users who expect that name.
+    from_preset = from_pretrained
+
     def call(self, inputs, training=None):
         features = inputs if isinstance(inputs, dict) else self.preprocessor(inputs)
         return self.classifier_model(features, training=training)

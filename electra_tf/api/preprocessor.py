@@ -80,6 +80,9 @@ class ElectraPreprocessor(keras.layers.Layer):
             normalization = TextNormalization.create(bool(do_lower_case), None, normalization.mode)
         return cls(found.vocab, seq, normalization=normalization)
 
+    # keras-hub's name for it (`Preprocessor.from_preset`): the same method.
+    from_preset = from_pretrained
+
     def __call__(self, inputs, *args, **kwargs):
         # Python strings and lists of them become string tensors first (Keras passes only tensors).
         if isinstance(inputs, tuple) and len(inputs) == 2 and not isinstance(inputs[0], str):

@@ -114,6 +114,24 @@ def test_preprocessor_matches_fine_tuning_encoding(run_dir):
     assert got["input_ids"][1, -1] == pre.text.sep_id and width == 16  # the long one is cut to 16
 
 
+def test_from_preset_gives_the_model_from_pretrained_gives(run_dir):
+    # keras-hub's name (from_preset) is the same method as from_pretrained: same encoder weights,
+    # same labels, same preprocessing.
+    from electra_tf import ElectraClassifier, ElectraPreprocessor
+
+    assert ElectraClassifier.from_preset.__func__ is ElectraClassifier.from_pretrained.__func__
+    assert ElectraPreprocessor.from_preset.__func__ is ElectraPreprocessor.from_pretrained.__func__
+    texts = ["the cat sat on the mat", "a dog"]
+    pre, want_pre = ElectraPreprocessor.from_preset(str(run_dir)), ElectraPreprocessor.from_pretrained(str(run_dir))
+    for name, value in want_pre(texts).items():
+        np.testing.assert_array_equal(pre(texts)[name].numpy(), value.numpy())
+    got = ElectraClassifier.from_preset(str(run_dir), labels=["negative", "positive"])
+    want = ElectraClassifier.from_pretrained(str(run_dir), labels=["negative", "positive"])
+    assert got.label_names == want.label_names and got.electra_config == want.electra_config
+    for a, b in zip(got.encoder.get_weights(), want.encoder.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_bad_paths_and_arguments_are_one_line(run_dir, tmp_path):
     from electra_tf import ElectraClassifier
     from electra_tf.api import ApiError
