@@ -14,8 +14,8 @@ from electra_tf.convert.mapping import (CONVERTED, DISCRIMINATOR_HEAD, GENERATOR
 from electra_tf.fileio import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.pretraining_model import ElectraPretrainingModel
-from electra_tf.models.model_folder import CONVERSION_FILE, PRETRAINER_FILE, VOCAB_FILE, ModelDirError, load_config
-from electra_tf.models.saving import load_layer, load_parts, save_pretrained
+from electra_tf.models.model_folder import CONVERSION_FILE
+from electra_tf.models.saving import save_pretrained
 
 
 def _layers(tensors, prefix):
@@ -124,23 +124,6 @@ def new_pretrainer(config: ElectraConfig, vocab: List[str]) -> ElectraPretrainin
                               f"{config.vocab_size}; pass the vocab.txt that belongs to the checkpoint")
     special_token_ids(vocab)  # a vocabulary without [PAD] [UNK] [CLS] [SEP] [MASK] is refused here
     return ElectraPretrainingModel(config)
-
-
-def load_pretraining_model(model_dir: str) -> ElectraPretrainingModel:
-    """The pre-training networks of our model directory `model_dir`, with its weights (needs
-    vocab.txt, as pre-training does, for the special-token ids)."""
-    config = load_config(model_dir)
-    vocab = os.path.join(model_dir, VOCAB_FILE)
-    if not os.path.isfile(vocab):
-        raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
-    special_token_ids(vocab)
-    model = ElectraPretrainingModel(config)
-    whole = os.path.join(model_dir, PRETRAINER_FILE)
-    if os.path.isfile(whole):
-        load_layer(model, whole)
-    else:  # a converted directory holds each part once (the parts its source lacked stay fresh)
-        load_parts(model, model_dir)
-    return model
 
 
 def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, np.ndarray], source: str,

@@ -130,6 +130,15 @@ def copy_vocab(vocab_file: str, model_dir: str) -> None:
         os.replace(target + ".tmp", target)
 
 
+def pretraining_vocab(model_dir: str) -> str:
+    """The vocab.txt of `model_dir`, which rebuilding its pre-training networks needs (the special-token
+    ids); ModelDirError when it has none."""
+    vocab = os.path.join(model_dir, VOCAB_FILE)
+    if not os.path.isfile(vocab):
+        raise ModelDirError(f"{model_dir} has no {VOCAB_FILE}; the pre-trainer needs it for the special-token ids")
+    return vocab
+
+
 def read_conversion_record(model_dir: str) -> Optional[dict]:
     """conversion.json of a converted model directory (None for a pre-trained one)."""
     path = os.path.join(model_dir, CONVERSION_FILE)

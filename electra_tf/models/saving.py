@@ -42,8 +42,10 @@ Its conversion.json says where the weights came from and which parts the source
 lacked (`absent_parts`), so tools that serve a part (export) can refuse one that
 was never trained.
 
-Rebuilding the whole `ElectraPretrainer` from a directory belongs to the
-pre-training layer above: `electra_tf.pretrain.pretrainer_loading.load_pretrainer`.
+`load_pretraining_model` rebuilds the forward-only pre-training networks of a
+directory; the whole `ElectraPretrainer` (with its objective) is the pre-training
+layer's: `electra_tf.pretrain.pretrainer_loading.load_pretrainer`, which loads
+its weights with `load_pretraining_weights`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.data.vocab import special_token_ids
 from electra_tf.errors import error_line
 from electra_tf.fileio import write_text_atomic
 from electra_tf.models.builders import build_encoder
@@ -62,7 +65,8 @@ from electra_tf.models.heads import DiscriminatorHead
 from electra_tf.models.model_folder import (CONFIG_FILE, COPY_HEAD_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE,
                                             DISCRIMINATOR_KERAS_FILE, GENERATOR_FILE, GENERATOR_HEAD_FILE,
                                             MLM_HEAD_FILE, PRETRAINER_FILE, ModelDirError, absent_parts, copy_vocab,
-                                            load_config, read_conversion_record)
+                                            load_config, pretraining_vocab, read_conversion_record)
+from electra_tf.models.pretraining_model import ElectraPretrainingModel
 from electra_tf.keras_compat import load_weights_only, save_weights_only
 from electra_tf.paths import resolve_model_dir
 
@@ -154,6 +158,27 @@ def load_parts(pretrainer, model_dir: str) -> None:
         if layer is None or (converted is not None and part not in converted and not os.path.isfile(path)):
             continue
         load_layer(layer, path)
+
+
+def load_pretraining_weights(model, model_dir: str) -> None:
+    """Loads `model_dir`'s weights into built pre-training networks: pretrainer.weights.h5 where
+    there is one, else each part's file (a converted directory holds each part once; the parts its
+    source lacked stay fresh)."""
+    whole = os.path.join(model_dir, PRETRAINER_FILE)
+    if os.path.isfile(whole):
+        load_layer(model, whole)
+    else:
+        load_parts(model, model_dir)
+
+
+def load_pretraining_model(model_dir: str) -> ElectraPretrainingModel:
+    """The pre-training networks of our model directory `model_dir`, with its weights (needs
+    vocab.txt, as pre-training does, for the special-token ids)."""
+    config = load_config(model_dir)
+    special_token_ids(pretraining_vocab(model_dir))  # a vocabulary without the special tokens is refused here
+    model = ElectraPretrainingModel(config)
+    load_pretraining_weights(model, model_dir)
+    return model
 
 
 def discriminator_model(encoder, head):
