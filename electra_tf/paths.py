@@ -1,7 +1,6 @@
 """Path checks shared by the command-line tools (no TensorFlow import).
 
     problem = output_dir_problem("runs/small")       # None: it can be created and written
-    model_dir = resolve_model_dir("runs/small", "--init", print)  # -> runs/small/pretrained
 
 `resource_dir` finds what the package ships beside its code: the model configs
 (configs/*.json, named by `config_names` and resolved by `resolve_config`) and the
@@ -11,21 +10,15 @@ inside the package, where the build puts them (setup.py).
 
 `output_dir_problem` lets every tool refuse an output path it could not write
 (a file, a path under a file, /proc, a read-only place) with one line, before
-any work starts and without leaving anything behind. `resolve_model_dir` lets
-the tools that read a model accept a pre-training run directory as well as the
-model directory inside it (`<run>/pretrained/`).
+any work starts and without leaving anything behind. (Finding the model inside a
+pre-training run directory is `electra_tf.models.model_folder.resolve_model_dir`.)
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Callable, Optional
-
-# Files that make a directory a model directory (ours, a classifier, a SavedModel).
-MODEL_FILES = ("discriminator.weights.h5", "encoder.weights.h5", "discriminator.keras", "encoder.keras",
-               "classifier.weights.h5", "saved_model.pb")
-RUN_MODEL_SUBDIR = "pretrained"  # where a pre-training run writes its model
+from typing import Optional
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Where a wheel carries the repository's top-level configs/ and data/ (setup.py copies them there
@@ -135,21 +128,3 @@ def hub_download_hint(path: str) -> Optional[str]:
     return (f"it looks like a Hugging Face hub id, and the tools do not download (no network at run time): "
             f"run hf download {path} --local-dir {parts[1]} first")
 
-
-def has_model_files(directory: str) -> bool:
-    return any(os.path.isfile(os.path.join(directory, name)) for name in MODEL_FILES)
-
-
-def resolve_model_dir(path: str, flag: str, log: Optional[Callable[[str], None]] = None) -> str:
-    """`path`, or `path/pretrained` when `path` is a pre-training run directory.
-
-    A directory with no model file of its own whose `pretrained/` subdirectory
-    has one is a run directory: its model is used, and `log` gets one line
-    saying so.
-    """
-    inner = os.path.join(path, RUN_MODEL_SUBDIR)
-    if os.path.isdir(path) and not has_model_files(path) and os.path.isdir(inner) and has_model_files(inner):
-        if log is not None:
-            log(f"{flag} {path} is a pre-training run directory: using its model in {inner}")
-        return inner
-    return path

@@ -23,8 +23,7 @@ import tensorflow_text  # noqa: F401  (registers the ops of a SavedModel's token
 
 from electra_tf.config import ElectraConfig
 from electra_tf.export.serving_loader import discriminator_module
-from electra_tf.models.model_folder import CONFIG_FILE, ModelDirError, is_classifier_dir
-from electra_tf.paths import resolve_model_dir
+from electra_tf.models.model_folder import CONFIG_FILE, ModelDirError, is_classifier_dir, resolve_model_dir
 from electra_tf.preprocessing import text_list
 
 

@@ -230,13 +230,15 @@ def test_output_dir_problem_names_the_reason_and_leaves_nothing(tmp_path):
 
 
 def test_resolve_model_dir_finds_the_model_of_a_run_directory(tmp_path):
+    from electra_tf.models import model_folder
+
     run, model = tmp_path / "run", tmp_path / "run" / "pretrained"
     model.mkdir(parents=True)
     lines = []
-    assert paths.resolve_model_dir(str(run), "--init", lines.append) == str(run)  # no model anywhere
+    assert model_folder.resolve_model_dir(str(run), "--init", lines.append) == str(run)  # no model anywhere
     (model / "discriminator.weights.h5").write_bytes(b"")
-    assert paths.resolve_model_dir(str(run), "--init", lines.append) == str(model)
+    assert model_folder.resolve_model_dir(str(run), "--init", lines.append) == str(model)
     assert lines == [f"--init {run} is a pre-training run directory: using its model in {model}"]
-    assert paths.resolve_model_dir(str(model), "--init", lines.append) == str(model)
+    assert model_folder.resolve_model_dir(str(model), "--init", lines.append) == str(model)
     (run / "discriminator.weights.h5").write_bytes(b"")  # a model directory of its own wins
-    assert paths.resolve_model_dir(str(run), "--init") == str(run)
+    assert model_folder.resolve_model_dir(str(run), "--init") == str(run)

@@ -26,9 +26,8 @@ from electra_tf.models.classifier_model import build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.model_folder import (CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, CONFIG_FILE, VOCAB_FILE,
                                             classifier_normalization, find_init_files, is_classifier_dir,
-                                            read_classifier_meta)
+                                            read_classifier_meta, resolve_model_dir)
 from electra_tf.models.saving import load_encoder_weights
-from electra_tf.paths import resolve_model_dir
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from electra_tf.convert.mapping import CONVERTED, DISCRIMINATOR_HEAD, GENERATOR,
 from electra_tf.convert.tokenizer_files import hf_note, keras_hub_note
 from electra_tf.data.vocab import VocabError, load_vocab
 from electra_tf.models import model_folder, saving
-from electra_tf.models.model_folder import ModelDirError
-from electra_tf.paths import hub_download_hint, resolve_model_dir
+from electra_tf.models.model_folder import ModelDirError, resolve_model_dir
+from electra_tf.paths import hub_download_hint
 
 SOURCES = ("google", "hf", "keras_hub", "electra_tf")
 TARGETS = ("electra_tf", "google", "hf", "keras_hub")

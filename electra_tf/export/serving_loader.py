@@ -23,9 +23,9 @@ from electra_tf.export.serving import CLASSIFIER, DISCRIMINATOR, ServingModule
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models import build_encoder
 from electra_tf.models.model_folder import (CLASSIFIER_FILE, CLASSIFIER_WEIGHTS, CONFIG_FILE, VOCAB_FILE, absent_parts,
-                                            check_classifier_dir, classifier_normalization, read_classifier_meta)
+                                            check_classifier_dir, classifier_normalization, read_classifier_meta,
+                                            resolve_model_dir)
 from electra_tf.models.saving import load_discriminator
-from electra_tf.paths import resolve_model_dir
 from electra_tf.keras_compat import load_weights_only
 
 

@@ -72,7 +72,7 @@ import dataclasses
 import json
 import os
 import shutil
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -81,7 +81,7 @@ from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.errors import ElectraError
 from electra_tf.fileio import write_json_atomic, write_text_atomic
 from electra_tf.keras_compat import save_weights_only
-from electra_tf.paths import hub_download_hint, resolve_config, resolve_model_dir
+from electra_tf.paths import hub_download_hint, resolve_config
 
 # A pre-trained folder.
 CONFIG_FILE = "config.json"
@@ -103,6 +103,9 @@ INIT_FILES = (DISCRIMINATOR_FILE, "encoder.weights.h5", DISCRIMINATOR_KERAS_FILE
 # A classifier folder.
 CLASSIFIER_FILE = "classifier.json"
 CLASSIFIER_WEIGHTS = "classifier.weights.h5"
+RUN_MODEL_SUBDIR = "pretrained"  # where a pre-training run writes its model
+# Files that make a directory a model directory (ours, a classifier, a SavedModel).
+MODEL_FILES = INIT_FILES + (CLASSIFIER_WEIGHTS, "saved_model.pb")
 
 # What a recipe may set: the settings that a model's own pre-training changes the best value of.
 RECIPE_SETTINGS = {"learning_rate": float, "layerwise_lr_decay": float, "pooling": str, "batch_size": int,
@@ -114,6 +117,26 @@ class ModelDirError(ElectraError, ValueError):
 
 
 # --------------------------------------------------------------------------- any folder
+def has_model_files(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in MODEL_FILES)
+
+
+def resolve_model_dir(path: str, flag: str, log: Optional[Callable[[str], None]] = None) -> str:
+    """`path`, or `path/pretrained` when `path` is a pre-training run directory.
+
+    A directory with no model file of its own whose `pretrained/` subdirectory
+    has one is a run directory: its model is used, and `log` gets one line
+    saying so. So the tools that read a model accept a pre-training run directory
+    as well as the model directory inside it.
+    """
+    inner = os.path.join(path, RUN_MODEL_SUBDIR)
+    if os.path.isdir(path) and not has_model_files(path) and os.path.isdir(inner) and has_model_files(inner):
+        if log is not None:
+            log(f"{flag} {path} is a pre-training run directory: using its model in {inner}")
+        return inner
+    return path
+
+
 def load_config(model_dir: str) -> ElectraConfig:
     path = os.path.join(model_dir, CONFIG_FILE)
     if not os.path.isfile(path):

@@ -65,10 +65,9 @@ from electra_tf.models.heads import DiscriminatorHead
 from electra_tf.models.model_folder import (CONFIG_FILE, COPY_HEAD_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE,
                                             DISCRIMINATOR_KERAS_FILE, GENERATOR_FILE, GENERATOR_HEAD_FILE,
                                             MLM_HEAD_FILE, PRETRAINER_FILE, ModelDirError, absent_parts, copy_vocab,
-                                            load_config, pretraining_vocab, read_conversion_record)
+                                            load_config, pretraining_vocab, read_conversion_record, resolve_model_dir)
 from electra_tf.models.pretraining_model import ElectraPretrainingModel
 from electra_tf.keras_compat import load_weights_only, save_weights_only
-from electra_tf.paths import resolve_model_dir
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 

@@ -32,8 +32,8 @@ from electra_tf.errors import ElectraError
 from electra_tf.export.serving_loader import classifier_module
 from electra_tf.export.serving import ASSETS_EXTRA, CLASSIFIER_METADATA, ENCODED_INPUTS
 from electra_tf.export.tflite import IDS_FILE, METADATA_FILE, LiteRTError, LiteRTModel, read_metadata
-from electra_tf.models.model_folder import CLASSIFIER_FILE, VOCAB_FILE, is_classifier_dir, read_classifier_meta
-from electra_tf.paths import resolve_model_dir
+from electra_tf.models.model_folder import (CLASSIFIER_FILE, VOCAB_FILE, is_classifier_dir, read_classifier_meta,
+                                            resolve_model_dir)
 from electra_tf.preprocessing import TextPreprocessor, text_list
 
 

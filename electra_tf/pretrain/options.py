@@ -22,10 +22,9 @@ from electra_tf.data.data_errors import DataError
 from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.data.vocab import load_vocab
 from electra_tf.errors import ElectraError
-from electra_tf.models.model_folder import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE
+from electra_tf.models.model_folder import CONFIG_FILE, DISCRIMINATOR_FILE, VOCAB_FILE, resolve_model_dir
 from electra_tf.pretrain.snapshots import SNAPSHOT_DTYPES
-from electra_tf.paths import (CONFIG_DIR, SAMPLE_CORPUS, is_remote, output_dir_problem, resolve_config,
-                              resolve_model_dir)
+from electra_tf.paths import CONFIG_DIR, SAMPLE_CORPUS, is_remote, output_dir_problem, resolve_config
 from electra_tf.training import distribution
 from electra_tf.training.checkpoints import CheckpointManager
 from electra_tf.training.shared_flags import DEFAULT_LOG_EVERY, DEFAULT_SAVE_EVERY, PRECISION_POLICIES
@@ -46,7 +45,6 @@ TIME_BUDGET_FILE = "time_budget.json"  # the last step a --train_minutes run dec
 SUMMARY_FILE = "summary.json"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tensorboard"
-FINAL_DIR = "pretrained"
 
 # Settings that must not change when a run is resumed.
 RESUME_KEYS = ("config", "train_steps", "batch_size", "grad_accum_steps", "mixed_precision", "seed", "init_from")

@@ -16,7 +16,8 @@ from electra_tf.errors import error_line
 from electra_tf.models.saving import save_pretrained
 from electra_tf.paths import is_remote
 from electra_tf.training.trainer import latest_text
-from electra_tf.pretrain.options import FINAL_DIR, SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR, RunPlan, fail
+from electra_tf.models.model_folder import RUN_MODEL_SUBDIR
+from electra_tf.pretrain.options import SAMPLE_CORPUS, SUMMARY_FILE, TENSORBOARD_DIR, RunPlan, fail
 
 
 def summary_line(values: dict, keys=("loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_auc",
@@ -45,7 +46,7 @@ def build_summary(plan: RunPlan, *, final_step: int, start_step: int, checkpoint
     """The dict `run_pretraining` returns and the chief writes as summary.json."""
     model_dir = plan.model_dir
     return {
-        "model_dir": model_dir, "final_model_dir": os.path.join(model_dir, FINAL_DIR), "step": final_step,
+        "model_dir": model_dir, "final_model_dir": os.path.join(model_dir, RUN_MODEL_SUBDIR), "step": final_step,
         "train_steps": plan.train_steps, "resumed_from_step": start_step,
         "checkpoints": checkpoints.directory,
         "tensorboard": os.path.join(model_dir, TENSORBOARD_DIR),
