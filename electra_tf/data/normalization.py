@@ -169,6 +169,7 @@ def find_vocab_record(vocab_file: str) -> Optional[Tuple[TextNormalization, str]
         except (OSError, ValueError) as e:
             raise DataError(f"{path} is not readable JSON ({e}); delete it or rebuild the vocabulary") from None
         return TextNormalization.from_json(value.get(FIELD) if isinstance(value, dict) else value, path), path
+    # models/model_folder.py's CONFIG_FILE, spelt here because data/ sits below models/ (layers).
     config = os.path.join(os.path.dirname(os.path.abspath(vocab_file)), "config.json")
     if os.path.isfile(config):
         try:
