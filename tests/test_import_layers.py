@@ -1,4 +1,5 @@
-"""The layers contract (setup.cfg [importlinter]): imports inside electra_tf only go down.
+"""The import contracts (setup.cfg [importlinter]): imports inside electra_tf only go down, and
+export, api, predict and convert import neither fine-tuning nor pre-training.
 
 Run by `lint-imports` in CI as well; here so the README's test command covers it.
 """
@@ -27,7 +28,24 @@ def test_imports_only_go_down():
     code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "1 kept, 0 broken" in out.stdout
+    assert f"{len(_contracts())} kept, 0 broken" in out.stdout  # every contract of setup.cfg, kept
+
+
+def _contracts():
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    return [name for name in parser.sections() if name.startswith("importlinter:contract:")]
+
+
+def test_the_model_users_contract_forbids_the_jobs():
+    # export, api, predict and convert load and convert models: the classes they use live in
+    # models/ (and data/), never in the fine-tuning or pre-training jobs.
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    contract = parser["importlinter:contract:model_users"]
+    assert contract["type"] == "forbidden"
+    assert contract["source_modules"].split() == [f"electra_tf.{m}" for m in ("export", "api", "predict", "convert")]
+    assert contract["forbidden_modules"].split() == ["electra_tf.finetune", "electra_tf.pretrain"]
 
 
 def test_every_module_is_in_a_layer():

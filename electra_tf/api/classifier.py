@@ -35,9 +35,8 @@ from electra_tf.api.preprocessor import ElectraPreprocessor
 from electra_tf.config import ElectraConfig
 from electra_tf.fileio import write_text_atomic
 from electra_tf.data.normalization import TextNormalization
-from electra_tf.finetune.modeling.encoder_init import reinit_top_layers as redraw_top_blocks
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
-from electra_tf.finetune.settings import reinit_problem
+from electra_tf.models.encoder_reinit import reinit_problem, reinit_top_layers as redraw_top_blocks
 from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder

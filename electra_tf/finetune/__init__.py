@@ -12,8 +12,6 @@ Layout (by role):
                     (the table files themselves: electra_tf.data.table_files)
   tasks/            `FinetuneTask` and the task families (data, head, loss, evaluation,
                     export), `--task` name -> task (task_registry), metrics, SQuAD scoring
-  modeling/         --init's re-drawing of the top blocks (the models themselves:
-                    electra_tf.models.classifier_model, tagger_model, squad_model)
   training_setup.py strategy, datasets and step count for the one training loop
                     (electra_tf.training.trainer; the optimizer: training.finetune_optimizer)
 """

@@ -45,10 +45,10 @@ from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.normalization import VOCAB_RECORD_SUFFIX, TextNormalization, find_vocab_record
 from electra_tf.finetune import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
-from electra_tf.finetune.modeling.encoder_init import reinit_top_layers
 from electra_tf.models.model_folder import ModelDirError, ModelRecipe, find_init_files, read_model_recipe
 from electra_tf.models.saving import load_encoder_weights
 from electra_tf.models.classifier_model import build_and_call
+from electra_tf.models.encoder_reinit import reinit_top_layers
 from electra_tf.finetune.tasks.task_registry import get_task
 from electra_tf.finetune.settings import (FinetuneError, Settings, check_intervals, check_mixed_precision,
                                           check_numbers, check_reinit)

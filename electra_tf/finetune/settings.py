@@ -13,6 +13,7 @@ import types
 from typing import Optional, Sequence
 
 from electra_tf.errors import ElectraError
+from electra_tf.models.encoder_reinit import reinit_problem
 from electra_tf.training.finetune_optimizer import FinetuneOptimizerSettings
 from electra_tf.training.shared_flags import PRECISION_POLICIES
 
@@ -121,14 +122,6 @@ def check_numbers(s: Settings) -> None:
         value = getattr(s, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise FinetuneError(f"--{flag}={value} must be a positive integer (leave it out to use them all)")
-
-
-def reinit_problem(n, num_hidden_layers: int) -> Optional[str]:
-    """What is wrong with re-drawing the top `n` blocks of an encoder of `num_hidden_layers`
-    ("reinit_top_layers=N must be ..."), or None; the CLI and the Python API word it alike."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= num_hidden_layers:
-        return f"reinit_top_layers={n} must be between 0 and the encoder's {num_hidden_layers} layers"
-    return None
 
 
 def check_reinit(s: Settings, num_hidden_layers: int) -> None:

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from electra_tf.config import ElectraConfig
-from electra_tf.finetune.modeling.encoder_init import reinit_top_layers
 from electra_tf.finetune.settings import FinetuneError, Settings, check_reinit
 from electra_tf.models.classifier_model import build_and_call
+from electra_tf.models.encoder_reinit import reinit_top_layers
 from electra_tf.models import build_encoder
 
 

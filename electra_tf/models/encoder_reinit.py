@@ -1,13 +1,21 @@
-"""--init's last step: re-drawing the top Transformer blocks of the loaded encoder.
-
-Finding the pre-trained model's files is `electra_tf.models.model_folder.find_init_files`;
-loading its encoder weights `electra_tf.models.saving.load_encoder_weights`.
-"""
+"""Re-drawing the top Transformer blocks of an encoder (finetune --reinit_top_layers,
+`ElectraClassifier.from_pretrained(reinit_top_layers=...)`): `reinit_problem` says what is wrong
+with a count, `reinit_top_layers` re-draws them."""
 
 from __future__ import annotations
 
+from typing import Optional
+
+from electra_tf.models.builders import build_encoder
 from electra_tf.models.classifier_model import build_and_call
-from electra_tf.models import build_encoder
+
+
+def reinit_problem(n, num_hidden_layers: int) -> Optional[str]:
+    """What is wrong with re-drawing the top `n` blocks of an encoder of `num_hidden_layers`
+    ("reinit_top_layers=N must be ..."), or None; the CLI and the Python API word it alike."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= num_hidden_layers:
+        return f"reinit_top_layers={n} must be between 0 and the encoder's {num_hidden_layers} layers"
+    return None
 
 
 def reinit_top_layers(encoder, config, n: int) -> None:
