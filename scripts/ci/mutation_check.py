@@ -19,7 +19,7 @@ Usage:
 A killed mutant takes some 20-40 s on 2 free cores (one pytest process each, `-x`), a
 survivor its whole test set. `--fast` leaves out the tests marked `large` (setup.cfg), as
 `python -m pytest -m "not large"` does: it measures how many planted bugs the fast tier
-alone catches.
+alone catches (docs/contributing.md).
 """
 
 from __future__ import annotations
