@@ -216,6 +216,7 @@ def _parse_script(path: Path, args, monkeypatch):
         m.setattr(sys, "argv", [str(path), *args])
         m.setattr(os, "environ", dict(os.environ))
         m.syspath_prepend(str(REPO))
+        m.syspath_prepend(str(path.parent))  # as `python path` puts the script's folder first
         try:
             runpy.run_path(str(path), run_name="__main__")
         except _Parsed as parsed:
