@@ -44,7 +44,7 @@ from electra_tf.data import manifest as mf
 from electra_tf.data.build_output import (check_repair, finish_build, prepare_output_dir, remove_temp_files,
                                           resume_or_refuse)
 from electra_tf.data.build_progress import Progress
-from electra_tf.data.corpus import check_text_file, expand_corpus, is_gzip
+from electra_tf.data.corpus import is_gzip, text_corpus_files
 from electra_tf.data.data_errors import DataError
 from electra_tf.data.planning import plan_files, plan_tfds
 from electra_tf.data.shard_writer import ShardTask, build_shard, build_shards, init_worker
@@ -70,15 +70,9 @@ def _corpus_files(corpus: Sequence[str]) -> Tuple[List[str], List[int]]:
     Raises:
       DataError: a missing, binary or non-UTF-8 file, or no non-blank line in any.
     """
-    files = expand_corpus(corpus)
-    has_text = False
-    for path in files:
-        has_text = check_text_file(path) or has_text
-    if not has_text:
-        raise DataError(
-            f"corpus is empty: {len(files)} file(s) ({files[0]}{', ...' if len(files) > 1 else ''}) "
-            f"hold no non-blank line; pass files with one sentence or paragraph per line"
-        )
+    files = text_corpus_files(corpus, lambda files: (
+        f"corpus is empty: {len(files)} file(s) ({files[0]}{', ...' if len(files) > 1 else ''}) "
+        f"hold no non-blank line; pass files with one sentence or paragraph per line"))
     files = [p if "://" in p else os.path.abspath(p) for p in files]
     return files, [fileio.size(p) for p in files]
 

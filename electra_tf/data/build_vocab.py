@@ -43,7 +43,7 @@ from absl import flags
 from electra_tf.cli import exit_with_error, parse_flags, run_absl
 from electra_tf import fileio
 from electra_tf.data.bert_vocab_learner import learn_bert_vocab
-from electra_tf.data.corpus import ReadStats, check_text_file, expand_corpus, iter_lines
+from electra_tf.data.corpus import ReadStats, iter_lines, text_corpus_files
 from electra_tf.data.data_errors import DataError
 # hf_tokenizer is imported from here by tests and named here in docs/data.md.
 from electra_tf.data.hf_bert_tokenizer import hf_tokenizer  # noqa: F401  pylint: disable=unused-import
@@ -188,14 +188,9 @@ def _corpus_files(corpus: Sequence[str]) -> List[str]:
     Raises:
       DataError: a missing, binary or non-UTF-8 file, or no non-blank line in any.
     """
-    files = expand_corpus(corpus)
-    has_text = False
-    for path in files:
-        has_text = check_text_file(path) or has_text
-    if not has_text:
-        raise DataError(f"corpus is empty: {len(files)} file(s) hold no non-blank line; "
-                        f"pass files with one sentence or paragraph per line")
-    return files
+    return text_corpus_files(corpus, lambda files: (
+        f"corpus is empty: {len(files)} file(s) hold no non-blank line; "
+        f"pass files with one sentence or paragraph per line"))
 
 
 def _check_output_file(output: str) -> None:

@@ -18,7 +18,7 @@ import glob as _glob
 import gzip
 import os
 import zlib
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 from electra_tf import fileio
 from electra_tf.data.data_errors import DataError
@@ -173,6 +173,25 @@ def read_chunks(path: str) -> Iterator[bytes]:
       DataError: a .gz file that is not valid gzip.
     """
     return _chunks(path, 0, None)
+
+
+def text_corpus_files(corpus: Sequence[str], empty_message: Callable[[List[str]], str]) -> List[str]:
+    """The corpus's files (`expand_corpus`), each checked by `check_text_file`.
+
+    Args:
+      corpus: files, folders or globs, as --corpus takes them.
+      empty_message: the DataError's text, from the files, when none holds a non-blank line.
+
+    Raises:
+      DataError: a missing, binary or non-UTF-8 file, or no non-blank line in any.
+    """
+    files = expand_corpus(corpus)
+    has_text = False
+    for path in files:
+        has_text = check_text_file(path) or has_text
+    if not has_text:
+        raise DataError(empty_message(files))
+    return files
 
 
 def check_text_file(path: str) -> bool:
