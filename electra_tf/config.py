@@ -106,7 +106,7 @@ FIELD_RULES = (
 @dataclasses.dataclass
 class ElectraConfig:
     # --- name, only informative -------------------------------------------
-    # ...and the key of the fine-tuning defaults (electra_tf/finetune/size_defaults.py): "imported"
+    # ...and the key of the fine-tuning defaults (electra_tf/training/size_defaults.py): "imported"
     # for a BERT-family encoder that `convert` imported.
     model_size: str = "small"
     # The encoder's own sentence read-out, as its source records it ("mean" for a

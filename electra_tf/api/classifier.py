@@ -37,13 +37,14 @@ from electra_tf.fileio import write_text_atomic
 from electra_tf.data.normalization import TextNormalization
 from electra_tf.models.classifier_model import ClassifierModel, build_and_call
 from electra_tf.models.encoder_reinit import reinit_problem, reinit_top_layers as redraw_top_blocks
-from electra_tf.finetune.tasks.task_registry import OWN_DATA, get_task
 from electra_tf.keras_compat import load_weights_only
 from electra_tf.models import build_encoder
 from electra_tf.models.model_folder import VOCAB_FILE, ModelDirError, read_model_recipe, save_classifier
 from electra_tf.models.saving import load_encoder_weights
 from electra_tf.training.callbacks import StopOnNonFiniteLoss
 from electra_tf.training.finetune_optimizer import FinetuneOptimizerSettings, make_optimizer
+from electra_tf.training.size_defaults import (OWN_DATA_CPU_EPOCHS, OWN_DATA_EPOCHS, OWN_DATA_MAX_SEQ_LENGTH,
+                                               reference_hparams)
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class ElectraClassifier(keras.Model):
         cfg = self.electra_config
         # The size's defaults, as `finetune --task own_data` uses them (FinetuneTask.reference_hparams).
         # An imported encoder's own read-out (config.json's pooling) wins over the size's.
-        self._size_defaults = get_task(OWN_DATA).reference_hparams(cfg.model_size, cfg.pooling)
+        self._size_defaults = reference_hparams(cfg.model_size, cfg.pooling, OWN_DATA_EPOCHS, OWN_DATA_CPU_EPOCHS,
+                                                OWN_DATA_MAX_SEQ_LENGTH)
         pooling = pooling or self._size_defaults["pooling"]
         self.regression, self.pooling, self.two_layer_head, self.pair = bool(regression), pooling, two_layer_head, pair
         if sequence_length > cfg.max_position_embeddings:
@@ -122,7 +124,7 @@ class ElectraClassifier(keras.Model):
         """The epochs `fit` trains when none are given (with the default optimizer): the size's
         epochs for a labelled file (`finetune --train_file`'s), raised on a small file until they
         give the size's `min_train_steps` (160 for the paper's sizes: 3 epochs of 500 rows are 48
-        steps, too few to leave the majority class; electra_tf/finetune/size_defaults.py)."""
+        steps, too few to leave the majority class; electra_tf/training/size_defaults.py)."""
         epochs = int(math.ceil(self._size_defaults["epochs"]))
         floor = int(self._size_defaults["min_train_steps"])
         return max(epochs, -(-floor // max(1, int(steps_per_epoch))))

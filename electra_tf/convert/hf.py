@@ -360,7 +360,7 @@ def load(disc_dir: str, gen_dir: Optional[str] = None, base: Optional[ElectraCon
     sizes["untied_generator_embeddings"] = untied
     if hf_disc.get("model_type") == "bert":
         # Fine-tuning takes the recipe of an imported public encoder and its own read-out
-        # (electra_tf/finetune/size_defaults.py), not the one of an ELECTRA size.
+        # (electra_tf/training/size_defaults.py), not the one of an ELECTRA size.
         overrides["model_size"] = "imported"
         overrides["pooling"] = native_pooling(disc_dir)
     config = build_config(sizes, base, num_heads=int(hf_disc["num_attention_heads"]),

@@ -43,7 +43,7 @@ from electra_tf.config import ElectraConfig
 from electra_tf.fileio import write_json_atomic
 from electra_tf.data.fingerprints import changed_inputs, fingerprints
 from electra_tf.data.normalization import VOCAB_RECORD_SUFFIX, TextNormalization, find_vocab_record
-from electra_tf.finetune import size_defaults
+from electra_tf.training import size_defaults
 from electra_tf.finetune.tasks.base_task import FinetuneTask, TaskData
 from electra_tf.models.model_folder import ModelDirError, ModelRecipe, find_init_files, read_model_recipe
 from electra_tf.models.saving import load_encoder_weights

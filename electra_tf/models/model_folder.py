@@ -43,7 +43,7 @@ written before the field existed: `do_lower_case` in the nfkc_casefold mode
 (`electra_tf.data.normalization.from_record`).
 
 A folder's own fine-tuning defaults, `finetune_recipe.json`: the size defaults
-(finetune/size_defaults.py) suit a fully pre-trained encoder of each size. A given
+(training/size_defaults.py) suit a fully pre-trained encoder of each size. A given
 pre-trained folder can fine-tune best with something else: an early ELECTRA-Small whose
 pre-trained blocks start below random initialisation does best with its embeddings under
 re-drawn blocks (docs/domain_study.md, "The kept ELECTRA-Small"). Whoever measured that

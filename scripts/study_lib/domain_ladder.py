@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional
 
-from electra_tf.finetune import size_defaults
+from electra_tf.training import size_defaults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +71,7 @@ _SMALL = size_defaults.for_size("small")
 RECIPES = {
     # What a user gets with no recipe flags: the model folder's own recipe where it ships one
     # (finetune_recipe.json, electra_tf/models/model_folder.py), else the size's defaults
-    # (electra_tf/finetune/size_defaults.py).
+    # (electra_tf/training/size_defaults.py).
     "defaults": dict(),
     # ELECTRA-Small's size defaults spelled out, whatever recipe a model folder ships (what
     # `defaults` ran on the kept model before its folder had a recipe).

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from electra_tf.finetune import size_defaults
+from electra_tf.training import size_defaults
 from electra_tf.finetune.training_setup import train_steps
 from finetune.cli_helpers import error_lines, finetune_main
 from helpers import VOCAB, tiny_config, write_vocab

@@ -1,7 +1,7 @@
 """The fine-tuning defaults the docs state are the code's, and the examples follow them.
 
 - docs/finetune.md's flags table gives, per model size, the learning rate, layer-wise decay, batch
-  and pooling of `electra_tf/finetune/size_defaults.py` (cells written as `value (size, size); ...`);
+  and pooling of `electra_tf/training/size_defaults.py` (cells written as `value (size, size); ...`);
 - no example command for users (README.md, docs/finetune.md's own-data and imported-encoder
   sections) overrides a recipe flag with a value other than the default for its model: an example
   that needs other values means the defaults are wrong, or the example is.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from doc_commands import markdown_commands
 
-from electra_tf.finetune import size_defaults
+from electra_tf.training import size_defaults
 from electra_tf.finetune.tasks.task_registry import get_task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -139,7 +139,7 @@ def test_every_recipe_but_defaults_sets_everything_a_model_folder_recipe_could_c
     setting such a recipe may set (batch_size through recipe_flags' --batch_size 32, Small's default),
     with Small's size defaults where the recipe names none. Only `defaults` is left to the folder."""
     from electra_tf.models.model_folder import RECIPE_SETTINGS
-    from electra_tf.finetune.size_defaults import for_size
+    from electra_tf.training.size_defaults import for_size
 
     small = for_size("small")
     assert domain_ladder.RECIPES["defaults"] == {} and domain_study.recipe_flags({}) == []

@@ -28,9 +28,9 @@ from typing import Any, Dict, List, Optional
 import keras
 import numpy as np
 
-from electra_tf.finetune import size_defaults as sizes
 from electra_tf.finetune.settings import Settings
 from electra_tf.finetune.training_setup import make_dataset, padded_width_multiple
+from electra_tf.training import size_defaults as sizes
 
 
 @dataclasses.dataclass
@@ -88,17 +88,10 @@ class FinetuneTask(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
-    @staticmethod
-    def size_defaults(model_size: str, pooling: Optional[str] = None) -> Dict[str, object]:
-        """The learning rate, batch and pooling a classifier of this model size starts from."""
-        defaults = sizes.for_size(model_size, pooling)
-        return {"learning_rate": defaults.learning_rate, "pooling": defaults.pooling,
-                "batch_size": defaults.batch_size}
-
     def reference_hparams(self, model_size: str, pooling: Optional[str] = None) -> Dict[str, object]:
         """Default fine-tuning settings for a model size.
 
-        The size's row of `electra_tf.finetune.size_defaults` (the paper's
+        The size's row of `electra_tf.training.size_defaults` (the paper's
         sizes: the reference's recipe; the sizes pre-trained on a CPU: the
         recipe docs/domain_study.md chose; imported BERT-family encoders: the
         usual recipe of a public encoder) with this task's sequence length
@@ -110,11 +103,8 @@ class FinetuneTask(abc.ABC):
           pooling: the encoder's own read-out (the config's `pooling`), which
             wins over the size's; None: the size's.
         """
-        defaults = sizes.for_size(model_size, pooling)
-        epochs = (self.cpu_epochs or self.reference_epochs) if defaults.cpu_epochs else self.reference_epochs
-        return dict(self.size_defaults(model_size, pooling), max_seq_length=self.reference_max_seq_length,
-                    layerwise_lr_decay=defaults.layerwise_lr_decay, epochs=epochs,
-                    min_train_steps=defaults.min_train_steps)
+        return sizes.reference_hparams(model_size, pooling, self.reference_epochs, self.cpu_epochs,
+                                       self.reference_max_seq_length)
 
     def data_files(self, s: Settings) -> Dict[str, Optional[str]]:
         """The files under --data_dir this task reads ("--data_dir:<file name>" -> path); their content

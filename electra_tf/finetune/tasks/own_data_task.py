@@ -41,6 +41,7 @@ from electra_tf.models.classifier_model import ClassOrScoreLoss, LabelledClassif
 from electra_tf.finetune.readers.own_data import Examples, LabelSet, read_examples, stratified_split
 from electra_tf.finetune.settings import FinetuneError, Settings
 from electra_tf.finetune.readers.tokenization import encode_classification
+from electra_tf.training import size_defaults
 
 TASK_NAME = "own_data"
 SPLIT_SEED = 0  # --validation_split draws the same rows for every --seed value
@@ -93,7 +94,10 @@ class OwnDataFinetuneTask(FinetuneTask):
     pads_to_longest = True  # one label per text: batches cut to their longest text
     pools = True  # a sentence vector feeds the head (--pooling)
 
-    cpu_epochs = 10.0  # as GLUE's: a CPU-sized encoder learns from few rows slowly
+    # Defined beside the size defaults, which ElectraClassifier reads them from.
+    reference_epochs = size_defaults.OWN_DATA_EPOCHS
+    cpu_epochs = size_defaults.OWN_DATA_CPU_EPOCHS
+    reference_max_seq_length = size_defaults.OWN_DATA_MAX_SEQ_LENGTH
 
     def __init__(self, name: str = TASK_NAME):
         super().__init__(name)

@@ -1,5 +1,7 @@
 """Fine-tuning defaults by model size (a config's `model_size`): what `finetune` uses for a flag
-left unset, and what `ElectraClassifier` starts from.
+left unset, and what `ElectraClassifier` starts from; `reference_hparams` joins a size's row with a
+task's epochs and sequence length, and the `OWN_DATA_*` numbers are the own-data task's (a labelled
+file, `finetune --train_file`), here so that `ElectraClassifier` reads them without the finetune job.
 
 The paper's sizes base and large (and a size named in no row, treated as base) get the reference's
 recipe (google-research/electra configure_finetuning.py): lr 1e-4 with layer-wise decay 0.8 (large:
@@ -38,12 +40,14 @@ sentences (docs/finetune.md, "Fine-tune an imported encoder").
 SizeDefaults(learning_rate=0.0003, layerwise_lr_decay=1.0, pooling='mean', cpu_epochs=False, batch_size=32, min_train_steps=160)
 >>> for_size("imported", pooling="mean")
 SizeDefaults(learning_rate=5e-05, layerwise_lr_decay=1.0, pooling='mean', cpu_epochs=False, batch_size=16, min_train_steps=0)
+>>> reference_hparams("mini", None, epochs=3.0, cpu_epochs=10.0, max_seq_length=128)["epochs"]
+10.0
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Dict, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +111,35 @@ def for_size(model_size: str, pooling: Optional[str] = None) -> SizeDefaults:
     """
     row = SIZE_DEFAULTS.get(model_size, REFERENCE)
     return dataclasses.replace(row, pooling=pooling) if pooling else row
+
+
+# The own-data task's reference epochs, epochs for the sizes pre-trained on a CPU (as GLUE's: a
+# CPU-sized encoder learns from few rows slowly) and sequence length: `OwnDataFinetuneTask`'s, and
+# what `ElectraClassifier` starts from.
+OWN_DATA_EPOCHS = 3.0
+OWN_DATA_CPU_EPOCHS = 10.0
+OWN_DATA_MAX_SEQ_LENGTH = 128
+
+
+def reference_hparams(model_size: str, pooling: Optional[str], epochs: float, cpu_epochs: Optional[float],
+                      max_seq_length: int) -> Dict[str, object]:
+    """A task's default fine-tuning settings for a model size: the size's row with the task's epochs
+    (its `cpu_epochs` where the row says `cpu_epochs` and the task has them) and sequence length.
+
+    Args:
+      model_size: the config's `model_size` (anything named in no row: as base).
+      pooling: the encoder's own read-out (the config's `pooling`), which wins over the size's;
+        None: the size's.
+      epochs: the task's reference epochs.
+      cpu_epochs: the task's epochs for the sizes pre-trained on a CPU; None: `epochs`.
+      max_seq_length: the task's reference sequence length.
+    """
+    defaults = for_size(model_size, pooling)
+    return {"learning_rate": defaults.learning_rate, "pooling": defaults.pooling,
+            "batch_size": defaults.batch_size, "max_seq_length": max_seq_length,
+            "layerwise_lr_decay": defaults.layerwise_lr_decay,
+            "epochs": (cpu_epochs or epochs) if defaults.cpu_epochs else epochs,
+            "min_train_steps": defaults.min_train_steps}
 
 
 def source_of(model_size: str) -> str:
