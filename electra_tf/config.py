@@ -264,6 +264,12 @@ class ElectraConfig:
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> "ElectraConfig":
+        return cls(**cls._field_values(values, source))
+
+    @classmethod
+    def _field_values(cls, values: dict, source: str) -> dict:
+        """`values` with every key a field and every value of its field's type (JSON numbers made floats
+        for float fields); a ConfigError naming `source` otherwise. Nothing is built or validated."""
         known = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in values if k not in known)
         if unknown:
@@ -271,8 +277,7 @@ class ElectraConfig:
                 f"{source}: unknown config key(s) {', '.join(unknown)}; "
                 f"valid keys are listed in electra_tf/config.py"
             )
-        coerced = {k: _coerce(known[k], v, source) for k, v in values.items()}
-        return cls(**coerced)
+        return {k: _coerce(known[k], v, source) for k, v in values.items()}
 
     @classmethod
     def load(cls, name_or_path: str, flag: str = "--config") -> "ElectraConfig":
@@ -306,9 +311,14 @@ class ElectraConfig:
         """A copy whose vocab_size is the number of tokens (lines) of `vocab_file`."""
         return self.replace(vocab_size=len(load_vocab(vocab_file)))
 
-    def with_overrides(self, overrides) -> "ElectraConfig":
-        """Applies `key=value` strings (values parsed as JSON, else kept as text)."""
-        changes = {}
+    def with_overrides(self, overrides, **changes: Any) -> "ElectraConfig":
+        """A copy with `changes` (fields a caller's own flags set, checked as `replace` checks them) and
+        then the `key=value` strings of `overrides` (values parsed as JSON, else kept as text) applied:
+        one copy built and validated for both, so a job's flags and overrides cost one validation."""
+        values = self.to_dict()
+        if changes:
+            values.update(self._field_values(changes, "config"))
+        parsed = {}
         for item in overrides or ():
             if "=" not in item:
                 raise ConfigError(f"override {item!r} must look like key=value, e.g. mask_prob=0.25")
@@ -317,9 +327,8 @@ class ElectraConfig:
                 value = json.loads(raw)
             except json.JSONDecodeError:
                 value = raw
-            changes[key.strip()] = value
-        values = self.to_dict()
-        values.update(changes)
+            parsed[key.strip()] = value
+        values.update(parsed)
         return type(self).from_dict(values, source="--override")
 
 

@@ -334,8 +334,10 @@ def validate_options(opts: PretrainOptions, log: Callable[[str], None]) -> RunPl
     (except the GPU query that --jit_compile with --strategy=mirrored needs).
 
     Each group of flags is checked once, in the order below; the config is built from its file,
-    then once with the flags that set its fields (seed, learning rate, overrides), and once more
-    with what --warmup_proportion, --init and the data settle (no check in between reads those)."""
+    then once with the flags that set its fields (seed, learning rate and the overrides together),
+    and once more with what --warmup_proportion, --init and the data settle (no check in between
+    reads those). Each build is where its faults are reported: a bad file is refused even when an
+    override would mend it, and a bad override before any later flag's fault."""
     embedded = opts.data_dir is None
     config = _flag_config(opts, embedded)
     _check_counts(opts, embedded)
@@ -385,10 +387,8 @@ def _flag_config(opts: PretrainOptions, embedded: bool) -> ElectraConfig:
             fail(f"--learning_rate={lr:g} must be a positive number" if isinstance(lr, (int, float))
                  else f"--learning_rate={lr!r} must be a positive number")
         flag_fields["learning_rate"] = float(lr)
-    if flag_fields:
-        config = config.replace(**flag_fields)
-    if opts.overrides:
-        config = config.with_overrides(opts.overrides)
+    if flag_fields or opts.overrides:
+        config = config.with_overrides(opts.overrides, **flag_fields)  # one build for both
     _check_overrides(opts, config, embedded)
     return config
 

@@ -6,8 +6,10 @@ builds a tiny shard folder from data/sample_corpus.txt, starts `run_pretraining`
 loop (`Trainer.fit`) is entered. Consecutive entries in the same file are one visit (a validator
 calling its own helpers is one pass through that module). Two counts per watched file: with every
 Python file's frames (the standard library's and TensorFlow's too) ending a visit, and with only
-the package's files (a call out to `os.path` and back is then no new visit); --walk prints the
-sequence of package files.
+the package's files (a call out to `os.path` and back is then no new visit); and a third, the
+times the file is called into from outside it (no frame of it already on the stack). A fourth
+figure: how often `ElectraConfig.validate` runs (each config built is validated: the job's config
+should be built once). --walk prints the sequence of package files.
 
 Usage:
     python scripts/ci/count_option_visits.py            # visits of pretrain/options.py and config.py
@@ -25,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import electra_tf
+from electra_tf.config import ElectraConfig
 from electra_tf.data.build_pretraining_data import build_pretraining_data
 from electra_tf.pretrain.options import PretrainOptions
 from electra_tf.pretrain.pretrain_job import run_pretraining
@@ -65,18 +68,36 @@ def _collapse(names) -> list:
     return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
 
 
-def _walk(opts: PretrainOptions) -> list:
+def _relative(path: str) -> str:
+    return path[len(PACKAGE):].replace(os.sep, "/") if path.startswith(PACKAGE) else path
+
+
+def _walk(opts: PretrainOptions):
     """The files whose functions `run_pretraining(opts)` enters, in order, up to the first training
-    step, package files relative to the package; consecutive entries in one file appear once."""
+    step, package files relative to the package; consecutive entries in one file appear once. And
+    for each watched file, how often it is called into from outside it (no frame of it on the stack:
+    a return into it from its own call out is no new entry). And how often `ElectraConfig.validate` ran."""
     visited = []
+    entries = collections.Counter()
+    validations = 0
+    # Counted from the call events, not by wrapping the method: a wrapper's frames (in this file)
+    # would split config.py's visits and change the other figures.
+    validate_code = ElectraConfig.validate.__code__
 
     def on_event(frame, event, _arg):
+        nonlocal validations
         if event != "call":
             return
-        path = frame.f_code.co_filename
-        name = path[len(PACKAGE):].replace(os.sep, "/") if path.startswith(PACKAGE) else path
+        validations += frame.f_code is validate_code
+        name = _relative(frame.f_code.co_filename)
         if not visited or visited[-1] != name:
             visited.append(name)
+        if name in WATCHED:
+            caller = frame.f_back
+            while caller is not None and _relative(caller.f_code.co_filename) != name:
+                caller = caller.f_back
+            if caller is None:
+                entries[name] += 1
 
     def stop(*_args, **_kwargs):
         raise TrainingStarted()
@@ -91,7 +112,7 @@ def _walk(opts: PretrainOptions) -> list:
     finally:
         sys.setprofile(None)
         Trainer.fit = real_fit
-    return visited
+    return visited, entries, validations
 
 
 def main(argv=None) -> int:
@@ -104,13 +125,15 @@ def main(argv=None) -> int:
                                vocab_file=data["vocab_file"], model_dir=os.path.join(root, "run"),
                                overrides=[f"vocab_size={data['vocab_size']}"], batch_size=8, train_steps=2,
                                verbose="0")
-        walk = _walk(opts)
+        walk, entries, validations = _walk(opts)
     package_walk = _collapse([name for name in walk if not os.path.isabs(name) and not name.startswith("<")])
     if args.walk:
         print(" -> ".join(package_walk))
     for name in WATCHED:
         print(f"{name}: {walk.count(name)} visits before the first training step "
-              f"({package_walk.count(name)} counting only the package's files)")
+              f"({package_walk.count(name)} counting only the package's files; "
+              f"called into from outside it {entries[name]} times)")
+    print(f"ElectraConfig.validate: {validations} runs before the first training step")
     return 0
 
 
