@@ -275,6 +275,14 @@ def main(argv=None) -> int:
             if count != 1:
                 print(f"error: mutant {m.name!r}: its text occurs {count} times in {m.path}")
                 return 2
+        # Each test set must pass unmutated first: a broken environment (no pytest, no TensorFlow)
+        # fails every run, and would otherwise read as every mutant killed.
+        for tests, select in dict.fromkeys((tuple(m.tests), m.select) for m in mutants):
+            passed, tail = run_tests(work, list(tests), select, args.timeout, args.fast)
+            if not passed:
+                print(f"error: the unmutated tests fail, so no mutant can be judged: {' '.join(tests)} "
+                      f"-k {select!r}: {tail or 'no output (is pytest installed for ' + sys.executable + '?)'}")
+                return 2
         survivors = []
         for m in mutants:
             target = work / m.path
