@@ -207,7 +207,7 @@ def _export(args) -> int:
         # The google/hf layouts hold a generator, a discriminator and its head.
         return _fail(f"{args.input} was pre-trained with objective {objective!r} (no replaced-token "
                      f"head); --to {args.target} needs an ELECTRA model; use --to keras_hub for its encoder")
-    pretrainer = saving.load_pretraining_model(args.input)  # refuses a directory without vocab.txt
+    pretrainer = common.load_pretraining_model(args.input)  # refuses a directory without vocab.txt
     if args.target == "google":
         # vocab.txt and electra_config.json go beside the checkpoint: the import reads them.
         google.export_pretrainer(pretrainer, args.output_dir, vocab_file=vocab)

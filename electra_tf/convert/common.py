@@ -14,8 +14,9 @@ from electra_tf.convert.mapping import (CONVERTED, DISCRIMINATOR_HEAD, GENERATOR
 from electra_tf.fileio import write_json_atomic
 from electra_tf.data.vocab import special_token_ids
 from electra_tf.models.pretraining_model import ElectraPretrainingModel
-from electra_tf.models.model_folder import CONVERSION_FILE
-from electra_tf.models.saving import save_pretrained
+from electra_tf.models.model_folder import CONVERSION_FILE, load_config, pretraining_vocab
+from electra_tf.models.saving import load_pretraining_weights, save_pretrained
+from electra_tf.objectives.objective_registry import get_objective
 
 
 def _layers(tensors, prefix):
@@ -123,7 +124,24 @@ def new_pretrainer(config: ElectraConfig, vocab: List[str]) -> ElectraPretrainin
         raise ConversionError(f"the vocabulary has {len(vocab)} tokens but the weights have vocab_size="
                               f"{config.vocab_size}; pass the vocab.txt that belongs to the checkpoint")
     special_token_ids(vocab)  # a vocabulary without [PAD] [UNK] [CLS] [SEP] [MASK] is refused here
-    return ElectraPretrainingModel(config)
+    return pretraining_networks(config)
+
+
+def pretraining_networks(config: ElectraConfig) -> ElectraPretrainingModel:
+    """The forward-only networks `config.objective` trains (those its `Objective` class declares),
+    fresh: the variables, names and saved layout of the pre-trainer's."""
+    objective = get_objective(config.objective)
+    return ElectraPretrainingModel(config, objective.networks, objective.mlm_head_on_every_position)
+
+
+def load_pretraining_model(model_dir: str) -> ElectraPretrainingModel:
+    """The pre-training networks of our model directory `model_dir`, with its weights (needs
+    vocab.txt, as pre-training does, for the special-token ids)."""
+    config = load_config(model_dir)
+    special_token_ids(pretraining_vocab(model_dir))  # a vocabulary without the special tokens is refused here
+    model = pretraining_networks(config)
+    load_pretraining_weights(model, model_dir)
+    return model
 
 
 def load_canonical(config: ElectraConfig, vocab: List[str], tensors: Dict[str, np.ndarray], source: str,

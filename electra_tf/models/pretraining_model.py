@@ -5,8 +5,9 @@ It owns which networks exist and how they are built and share their embeddings
 objective asks for); the objective runs them and the pre-training task trains them
 (`electra_tf.pretrain.pretrainer.ElectraPretrainer` subclasses this model and adds the
 objective, the train step, gradient accumulation and the metrics). Tools that only
-read, convert or write the weights (`convert`, the model folder) build this model: its
-variables, names and saved layout are the pre-trainer's.
+read, convert or write the weights (`convert`) build this model with the networks the
+config's objective declares (`Objective.networks`): its variables, names and saved layout
+are the pre-trainer's.
 """
 
 from __future__ import annotations
@@ -19,24 +20,6 @@ from electra_tf.models.builders import build_embeddings, build_encoder, build_ge
 from electra_tf.models.embedding_sharing import build_shared_embeddings, merged_discriminator
 from electra_tf.models.heads import DiscriminatorHead, build_generator_head
 
-# The optional networks each pre-training objective (config `objective`) trains, so that the
-# networks follow from the config alone: tools below the objectives (convert, the model folder)
-# build the pre-trainer's networks without them. Each objective class declares the same
-# (`Objective.networks`; tests/objectives/test_registry.py keeps the two in step).
-OBJECTIVE_NETWORKS = {
-    "electra": ("generator", "discriminator_head"),
-    "mlm": ("mlm_head",),
-    "electra_15": ("generator", "discriminator_head"),
-    "replace_mlm": ("generator", "mlm_head"),
-    "all_tokens_mlm": ("generator", "mlm_head", "copy_head"),
-    "two_stage": ("generator", "discriminator_head", "mlm_head"),
-    "adversarial": ("generator", "discriminator_head"),
-    "electric": ("generator", "discriminator_head"),
-}
-# Objectives whose full-size masked-LM head predicts every position (`Objective.mlm_head_on_every_position`).
-EVERY_POSITION_MLM_OBJECTIVES = ("all_tokens_mlm",)
-
-
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraPretrainingModel(PrebuiltModel, keras.Model):
     """The full-size encoder (`discriminator`) and the optional networks an objective trains.
@@ -48,21 +31,17 @@ class ElectraPretrainingModel(PrebuiltModel, keras.Model):
     Args:
         config: an `ElectraConfig` (or its dict).
         networks: the optional networks to build, a subset of ("generator",
-            "discriminator_head", "mlm_head", "copy_head"); default: the config
-            objective's (`OBJECTIVE_NETWORKS`).
+            "discriminator_head", "mlm_head", "copy_head"): the objective's
+            `Objective.networks`.
         mlm_head_on_every_position: the full-size masked-LM head predicts every position
-            (else the `predictions_per_seq` masked slots); decides its built shape.
-            Default: the config objective's (`EVERY_POSITION_MLM_OBJECTIVES`).
+            (else the `predictions_per_seq` masked slots); decides its built shape: the
+            objective's `Objective.mlm_head_on_every_position`.
     """
 
-    def __init__(self, config, networks=None, mlm_head_on_every_position=None, **kwargs):
+    def __init__(self, config, networks, mlm_head_on_every_position, **kwargs):
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = ElectraConfig.from_dict(config)
-        if networks is None:
-            networks = OBJECTIVE_NETWORKS[config.objective]
-        if mlm_head_on_every_position is None:
-            mlm_head_on_every_position = config.objective in EVERY_POSITION_MLM_OBJECTIVES
         self.config = config
         self.networks = tuple(networks)
         self.mlm_head_on_every_position = bool(mlm_head_on_every_position)

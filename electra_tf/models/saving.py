@@ -42,10 +42,10 @@ Its conversion.json says where the weights came from and which parts the source
 lacked (`absent_parts`), so tools that serve a part (export) can refuse one that
 was never trained.
 
-`load_pretraining_model` rebuilds the forward-only pre-training networks of a
-directory; the whole `ElectraPretrainer` (with its objective) is the pre-training
-layer's: `electra_tf.pretrain.pretrainer_loading.load_pretrainer`, which loads
-its weights with `load_pretraining_weights`.
+`load_pretraining_weights` fills pre-training networks built for a directory: the
+forward-only ones `convert` builds (`electra_tf.convert.common.load_pretraining_model`)
+and the whole `ElectraPretrainer`
+(`electra_tf.pretrain.pretrainer_loading.load_pretrainer`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ import keras
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.data.vocab import special_token_ids
 from electra_tf.errors import error_line
 from electra_tf.fileio import write_text_atomic
 from electra_tf.models.builders import build_encoder
@@ -65,8 +64,7 @@ from electra_tf.models.heads import DiscriminatorHead
 from electra_tf.models.model_folder import (CONFIG_FILE, COPY_HEAD_FILE, DISCRIMINATOR_FILE, DISCRIMINATOR_HEAD_FILE,
                                             DISCRIMINATOR_KERAS_FILE, GENERATOR_FILE, GENERATOR_HEAD_FILE,
                                             MLM_HEAD_FILE, PRETRAINER_FILE, ModelDirError, absent_parts, copy_vocab,
-                                            load_config, pretraining_vocab, read_conversion_record, resolve_model_dir)
-from electra_tf.models.pretraining_model import ElectraPretrainingModel
+                                            load_config, read_conversion_record, resolve_model_dir)
 from electra_tf.keras_compat import load_weights_only, save_weights_only
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -168,16 +166,6 @@ def load_pretraining_weights(model, model_dir: str) -> None:
         load_layer(model, whole)
     else:
         load_parts(model, model_dir)
-
-
-def load_pretraining_model(model_dir: str) -> ElectraPretrainingModel:
-    """The pre-training networks of our model directory `model_dir`, with its weights (needs
-    vocab.txt, as pre-training does, for the special-token ids)."""
-    config = load_config(model_dir)
-    special_token_ids(pretraining_vocab(model_dir))  # a vocabulary without the special tokens is refused here
-    model = ElectraPretrainingModel(config)
-    load_pretraining_weights(model, model_dir)
-    return model
 
 
 def discriminator_model(encoder, head):

@@ -3,8 +3,8 @@
 The directory's files are `electra_tf.models.model_folder`'s, its weights loaded by
 `electra_tf.models.saving.load_pretraining_weights`; this one piece needs the
 pre-trainer class (objective, train step), which lives in this layer, so it lives
-here (models/ never imports pretrain/; `saving.load_pretraining_model` rebuilds
-the forward-only networks).
+here (models/ never imports pretrain/; `convert.common.load_pretraining_model`
+rebuilds the forward-only networks).
 """
 
 from __future__ import annotations
