@@ -22,7 +22,6 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 from electra_tf import fileio
 from electra_tf.data.data_errors import DataError
-from electra_tf.fileio import open_binary
 from electra_tf.paths import is_remote
 
 _GLOB_CHARS = set("*?[")
@@ -152,11 +151,11 @@ def _chunks(path: str, start: int, end: Optional[int], progress=None) -> Iterato
     and the progress calls (the unit of shard plans).
     """
     if not is_gzip(path):
-        with open_binary(path) as f:
+        with fileio.open_binary(path) as f:
             f.seek(start)
             yield from _read_range(f, start, end, progress)
         return
-    with open_binary(path) as raw:
+    with fileio.open_binary(path) as raw:
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
                 if start:
@@ -203,11 +202,11 @@ def check_text_file(path: str) -> bool:
     """
     if is_gzip(path):
         try:
-            with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            with fileio.open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
                 return _check_text_stream(path, gz)
         except GZIP_ERRORS as e:
             raise _bad_gzip(path, e) from None
-    with open_binary(path) as f:
+    with fileio.open_binary(path) as f:
         return _check_text_stream(path, f)
 
 

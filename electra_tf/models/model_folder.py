@@ -69,7 +69,6 @@ that read a folder for a flag (finetune --init) pass the line on as their own er
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -79,7 +78,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.data.normalization import TextNormalization, from_record
 from electra_tf.errors import ElectraError
-from electra_tf.fileio import write_json_atomic, write_text_atomic
+from electra_tf.fileio import read_json, write_json_atomic, write_text_atomic
 from electra_tf.keras_compat import save_weights_only
 from electra_tf.paths import hub_download_hint, resolve_config
 
@@ -165,10 +164,7 @@ def pretraining_vocab(model_dir: str) -> str:
 def read_conversion_record(model_dir: str) -> Optional[dict]:
     """conversion.json of a converted model directory (None for a pre-trained one)."""
     path = os.path.join(model_dir, CONVERSION_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(path) if os.path.isfile(path) else None
 
 
 def absent_parts(model_dir: str) -> List[str]:
@@ -202,9 +198,7 @@ def foreign_format(directory: str) -> Optional[Tuple[str, str]]:
     """(convert --from value, description) for a keras-hub preset or Hugging Face directory, else None."""
     config = {}
     try:
-        # keras-hub and Hugging Face name their configs as we do.
-        with open(os.path.join(directory, CONFIG_FILE), encoding="utf-8") as f:
-            config = json.load(f)
+        config = read_json(os.path.join(directory, CONFIG_FILE))  # keras-hub and Hugging Face name it as we do
     except (OSError, ValueError):
         pass
     config = config if isinstance(config, dict) else {}
@@ -276,8 +270,7 @@ def is_classifier_dir(model_dir: str) -> bool:
 
 def read_classifier_meta(model_dir: str) -> dict:
     """classifier.json of a classifier folder."""
-    with open(os.path.join(model_dir, CLASSIFIER_FILE), encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(os.path.join(model_dir, CLASSIFIER_FILE))
 
 
 def check_classifier_dir(model_dir: str, error=ModelDirError) -> None:
@@ -390,9 +383,7 @@ def _trained_steps(model_dir: str) -> Optional[int]:
     if not os.path.isfile(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            rows = json.load(f)
-        return int(rows[-1]["cumulative_steps"])
+        return int(read_json(path)[-1]["cumulative_steps"])
     except (ValueError, KeyError, IndexError, TypeError) as e:
         raise ModelDirError(f"{path} cannot be read ({type(e).__name__}: {e}); restore it from git or delete "
                             f"it") from None
@@ -417,8 +408,7 @@ def read_model_recipe(model_dir: Optional[str]) -> Tuple[Optional[ModelRecipe], 
     if not os.path.isfile(path):
         return None, None
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = read_json(path)
     except ValueError as e:
         raise _bad_recipe(path, f"not JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("settings"), dict) or not doc["settings"]:
